@@ -1,0 +1,15 @@
+"""trainergym: writing a reinforcement-learning training job, as a Gymnasium environment.
+
+    import gymnasium as gym
+    import trainergym  # registers trainergym/WriteTrainingJob-v0
+    env = gym.make("trainergym/WriteTrainingJob-v0")
+"""
+
+from trainergym.env import ENV_ID, AsyncTrainerEnv, TrainerEnv, register
+from trainergym.reward import RewardBreakdown
+from trainergym.tasks import TaskSpec, load_task
+
+register()
+
+__all__ = ["ENV_ID", "AsyncTrainerEnv", "TrainerEnv", "RewardBreakdown", "TaskSpec", "load_task"]
+__version__ = "0.1.0"

@@ -1,0 +1,147 @@
+"""The mock backend: a documented surrogate of training, for tests and offline development.
+
+No model is trained. The post-training score is a formula (docs/mock-backend.md) over what
+the job really contains, as measured by the probe and recorded in the manifest: the chosen
+base model's baseline, whether the job's rewards separate correct from plausible wrong
+answers on items the agent never saw, how well its data covers the family's skills (weighted
+by the hidden eval), parity of its tools with the eval interface, hyperparameter sanity and
+the training budget; plus the sampling noise of an n-item eval, seeded. Configs whose
+memory estimate exceeds the GPU crash. Every result says `source: "surrogate"`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import math
+import random
+import uuid
+
+from trainergym import baselines, gpu, hidden
+from trainergym.backends import JobHandle, JobResult
+from trainergym.job import JobBundle, JobConfig
+from trainergym.tasks import TaskSpec, get_family
+
+# Surrogate constants (assumptions, documented in docs/mock-backend.md).
+CAPACITY = {"Qwen/Qwen3-0.6B": 0.45, "Qwen/Qwen3-1.7B": 0.55}  # share of headroom an ideal job closes
+LR_OPTIMUM = {"Qwen/Qwen3-0.6B": 3e-6, "Qwen/Qwen3-1.7B": 2e-6}  # full fine-tune; LoRA x10
+LR_WIDTH_DECADES = 0.5
+ROLLOUTS_SCALE = 4000.0  # rollouts for 63% of the attainable gain
+SETUP_SECONDS = 420.0  # install + model load before step 1
+STEP_OVERHEAD_SECONDS = 6.0  # weight broadcast, orchestration
+INFERENCE_SPEEDUP = 8.0  # rollout tokens/s relative to training tokens/s
+PROMPT_TOKENS = 350
+TOKENS_PER_TURN = 120
+EVAL_SECONDS = 300.0  # pre + post scoring on the hidden eval
+
+
+def hyper_factor(job: JobConfig) -> tuple[float, dict]:
+    """How much of the attainable gain these hyperparameters let through, per factor."""
+    p, model = job.prime_rl, job.job.base_model
+    optimum = LR_OPTIMUM[model] * (10 if p.lora else 1)
+    decades = math.log10(p.lr / optimum)
+    f = {
+        "lr": math.exp(-(decades**2) / (2 * LR_WIDTH_DECADES**2)),
+        "group_size": min(1.0, p.group_size / 8) ** 0.5,
+        "batch_size": min(1.0, p.batch_size / 64) ** 0.3,
+        "temperature": math.exp(-(((p.temperature - 1.0) / 0.35) ** 2)),
+        "max_tokens": min(1.0, p.max_tokens / 128) ** 0.5,
+        "kl_tau": 1.0 if p.kl_tau <= 0.05 else 0.7,
+    }
+    return math.prod(f.values()), {k: round(v, 4) for k, v in f.items()}
+
+
+def turns_factor(task: TaskSpec, max_turns: int) -> float:
+    """Share of hidden items the reference solver finishes within max_turns (tool calls + answer)."""
+    fam = get_family(task.family)
+    items = hidden.hidden_eval(task.family)
+    return sum(1 for ex in items if len(fam.solve(ex.prompt)["calls"]) + 1 <= max_turns) / len(items)
+
+
+def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> JobResult:
+    """The surrogate outcome of one job; deterministic given (seed, bundle content)."""
+    job, m = bundle.job, bundle.manifest.probe
+    p, model = job.prime_rl, job.job.base_model
+    job_id = f"mock-{bundle.manifest.content_hash[:12]}-{uuid.uuid4().hex[:6]}"
+    rng = random.Random(hashlib.sha256(f"{seed}:{bundle.manifest.content_hash}".encode()).digest())
+    n = hidden.HIDDEN_EVAL_SIZE
+    pre = baselines.score(task.family, model).score
+    common = dict(job_id=job_id, content_hash=bundle.manifest.content_hash, base_model=model, pre=pre, eval_n=n,
+                  gpu=device.name, gpu_count=task.bounds.gpu_count, source="surrogate")
+
+    peak = gpu.peak_memory_gib(model, p.seq_len, lora=p.lora is not None)
+    if not gpu.fits(model, p.seq_len, device, lora=p.lora is not None):
+        return JobResult(**common, status="failed", failure_reason="out of memory",
+                         train_seconds=SETUP_SECONDS, cost_usd=_cost(SETUP_SECONDS, device, task),
+                         log_tail=f"torch.OutOfMemoryError: estimated peak {peak:.1f} GiB > {device.memory_gib} GiB on {device.name}",
+                         details={"peak_gib": round(peak, 2)})
+
+    # Duration: per step, generate batch_size rollouts then train on them.
+    sample_tokens = min(p.seq_len, PROMPT_TOKENS + p.max_turns * min(p.max_tokens, TOKENS_PER_TURN))
+    tok_s = gpu.train_tokens_per_second(model, p.seq_len, device)
+    step_s = p.batch_size * sample_tokens * (1 / tok_s + 1 / (tok_s * INFERENCE_SPEEDUP)) + STEP_OVERHEAD_SECONDS
+    budget_s = task.bounds.gpu_hours * 3600 / task.bounds.gpu_count
+    steps_done = min(p.max_steps, int((budget_s - SETUP_SECONDS) // step_s)) if budget_s > SETUP_SECONDS else 0
+    train_s = SETUP_SECONDS + steps_done * step_s
+
+    signal = m.get("reward_separation", 0.0) * (1.0 if m.get("noop_ok") else 0.0)
+    gold = m.get("gold_pass_rate", 0.0)
+    signal *= 0.5 + 0.5 * gold
+    coverage = 0.3 + 0.7 * m.get("skill_coverage", 0.0)
+    parity = m.get("tool_parity", 0.0)
+    hyper, hyper_parts = hyper_factor(job)
+    turns = turns_factor(task, p.max_turns)
+    rollouts = steps_done * p.batch_size
+    budget = 1 - math.exp(-rollouts / ROLLOUTS_SCALE)
+    gain = CAPACITY[model] * (1 - pre) * signal * coverage * parity * hyper * turns * budget
+    # A reward that pays for the wrong thing, or a learning rate far too high, makes things worse.
+    damage = pre * budget * (0.3 * max(0.0, 0.5 - signal) + 0.3 * max(0.0, min(1.0, math.log10(p.lr / LR_OPTIMUM[model]) - 1)))
+    noise = rng.gauss(0.0, math.sqrt(max(pre * (1 - pre), 0.01) / n))
+    post = min(1.0, max(0.0, pre + gain - damage + noise))
+    post = round(post * n) / n  # an n-item eval reports k/n
+    details = {"signal": round(signal, 4), "coverage": round(coverage, 4), "tool_parity": parity, "hyper": round(hyper, 4),
+               "hyper_parts": hyper_parts, "turns": round(turns, 4), "budget": round(budget, 4), "gain": round(gain, 4),
+               "damage": round(damage, 4), "noise": round(noise, 4), "peak_gib": round(peak, 2),
+               "step_seconds": round(step_s, 2), "rollouts": rollouts}
+    note = f" (stopped at the GPU budget after {steps_done} of {p.max_steps} steps)" if steps_done < p.max_steps else ""
+    return JobResult(**common, status="succeeded", post=post, train_seconds=round(train_s, 1), steps_done=steps_done,
+                     cost_usd=_cost(train_s + EVAL_SECONDS, device, task),
+                     log_tail=f"[surrogate] trained {steps_done} steps, post {post:.3f} vs pre {pre:.3f}{note}",
+                     details=details)
+
+
+def _cost(seconds: float, device: gpu.GPU, task: TaskSpec) -> float:
+    return round(seconds / 3600 * device.usd_per_hour * task.bounds.gpu_count, 4)
+
+
+class MockBackend:
+    """Backend protocol over `simulate`. `latency` (seconds) imitates a queue and training
+    wall time; `reuse` answers a byte-identical resubmission with the earlier result."""
+
+    name = "mock"
+
+    def __init__(self, seed: int = 0, gpu_class: str | None = None, latency: float = 0.0, reuse: bool = True):
+        self.seed, self.gpu_class, self.latency, self.reuse = seed, gpu_class, latency, reuse
+        self._jobs: dict[str, JobResult] = {}
+        self._by_hash: dict[str, JobResult] = {}
+        self._delivered: set[str] = set()
+
+    async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
+        cached = self._by_hash.get(bundle.manifest.content_hash) if self.reuse else None
+        result = cached or simulate(bundle, task, self.seed, gpu.gpu(self.gpu_class or task.bounds.gpu))
+        self._jobs[result.job_id] = result
+        if result.status == "succeeded":
+            self._by_hash[result.content_hash] = result
+        return JobHandle(job_id=result.job_id, content_hash=result.content_hash, backend=self.name)
+
+    async def result(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
+        async with asyncio.timeout(timeout):
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            self._delivered.add(handle.job_id)
+            return self._jobs[handle.job_id]
+
+    async def cancel(self, handle: JobHandle) -> None:
+        job = self._jobs.get(handle.job_id)
+        if job is not None and job.status == "succeeded" and handle.job_id not in self._delivered:
+            self._jobs[handle.job_id] = job.model_copy(update={"status": "cancelled", "post": None, "failure_reason": "cancelled"})

@@ -1,0 +1,79 @@
+"""`trainergym` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Writing an RL training job, as an environment.")
+console = Console()
+
+
+@app.callback()
+def main() -> None:
+    """trainergym: run episodes of the WriteTrainingJob environment."""
+
+
+@app.command()
+def episode(
+    task: Optional[Path] = typer.Option(None, help="task file (e.g. examples/tasks/calc_chain.toml)"),
+    family: Optional[str] = typer.Option(None, help="family id, when no task file is given"),
+    agent: str = typer.Option("reference", help="reference | naive"),
+    backend: str = typer.Option("mock", help="mock"),
+    seed: int = typer.Option(0, help="seed of the backend's noise and the episode"),
+    runs_dir: Path = typer.Option(Path("runs"), help="where runs/<episode-id>/ is written"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Run one episode and show its reward breakdown."""
+    from trainergym.agents import make_agent, run_episode
+    from trainergym.backends import make_backend
+    from trainergym.env import AsyncTrainerEnv
+
+    if task is not None and family is not None:
+        raise typer.BadParameter("give --task or --family, not both")
+    env = AsyncTrainerEnv(backend=make_backend(backend, seed=seed), runs_dir=runs_dir)
+    options = {"task": task or family} if (task or family) else None
+    try:
+        info = asyncio.run(run_episode(env, make_agent(agent), seed=seed, options=options))
+    finally:
+        env.close()
+    ep = env.episode
+    out = {
+        "episode_id": ep.id, "task": ep.task.id, "agent": agent, "backend": backend, "seed": seed,
+        "turns": ep.turns, "attempts": ep.attempts, "reward": info["reward_breakdown"],
+        "result": info.get("result"), "run_dir": str(env.run_path),
+    }
+    if as_json:
+        print(json.dumps(out))
+        return
+    r = info["reward_breakdown"]
+    res = info.get("result") or {}
+    table = Table(title=f"episode {ep.id}  ({agent} agent, {backend} backend)")
+    table.add_column("term")
+    table.add_column("value", justify="right")
+    table.add_column("source")
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    src = res.get("source", "-")
+    table.add_row("validation", fmt(r["validation"]), f"attempt {ep.valid_on_attempt or '-'} of {ep.attempts}")
+    table.add_row("post (hidden eval)", fmt(r["post"]), src)
+    table.add_row("best_pre", fmt(r["best_pre"]), "baselines file")
+    table.add_row("uplift", fmt(r["uplift"]), src)
+    table.add_row("job quality", fmt(r["job_quality"]), "0.25 post + 0.75 uplift term")
+    table.add_row("speed", fmt(r["speed"]), src)
+    table.add_row("total", fmt(r["total"]), "0.35 V + 0.60 Q + 0.05 S", style="bold")
+    console.print(table)
+    if r.get("note"):
+        console.print(f"note: {r['note']}")
+    if src == "surrogate":
+        console.print("[yellow]post, uplift and speed come from the mock backend's surrogate, not from training.[/yellow]")
+    console.print(f"run written to {env.run_path}")
+
+
+if __name__ == "__main__":
+    app()

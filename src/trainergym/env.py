@@ -1,0 +1,332 @@
+"""The WriteTrainingJob environment.
+
+`AsyncTrainerEnv` is the episode state machine (async, for agents and RL loops that run
+many episodes at once); `TrainerEnv` is its `gymnasium.Env` face, registered as
+`trainergym/WriteTrainingJob-v0`.
+
+One episode: `reset` lays out a workspace for a task and returns the task observation. Each
+`step` takes one agent message (one or more tool calls, in any format `actions` accepts),
+runs the calls in order and returns their results as text; a malformed message is an error
+observation and still costs a turn. `submit_job` validates the job; a valid job is trained by
+the backend and scored, which ends the episode (terminated). Running out of submit attempts
+also terminates; running out of turns truncates. The final step carries the episode reward,
+and `info["reward_breakdown"]` its terms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from trainergym import baselines
+from trainergym.actions import ActionError, ToolCall, parse_action
+from trainergym.backends import Backend, JobResult, make_backend
+from trainergym.probe import ProbeReport, probe
+from trainergym.reward import RewardBreakdown, episode_reward
+from trainergym.tasks import TaskSpec, load_task
+from trainergym.tools import TOOLS, ToolOutcome, run_workspace_tool, validate_args
+from trainergym.workspace import Limits, Workspace, lay_out
+
+ENV_ID = "trainergym/WriteTrainingJob-v0"
+DEFAULT_TASK = "calc_chain"
+
+
+@dataclass
+class Episode:
+    """Everything that happened in one episode so far."""
+
+    id: str
+    task: TaskSpec
+    workspace: Workspace
+    dir: Path
+    turns: int = 0
+    attempts: int = 0
+    parseable: bool = False
+    valid_on_attempt: int | None = None
+    failed_hashes: dict[str, ProbeReport] = field(default_factory=dict)
+    manifest: dict | None = None
+    result: JobResult | None = None
+    reward: RewardBreakdown | None = None
+    done: bool = False
+    trajectory: list[dict] = field(default_factory=list)
+
+    @property
+    def turns_left(self) -> int:
+        return max(0, self.task.max_turns - self.turns)
+
+    @property
+    def attempts_left(self) -> int:
+        return max(0, self.task.max_submit_attempts - self.attempts)
+
+
+class AsyncTrainerEnv:
+    """The episode state machine. One instance runs one episode at a time."""
+
+    def __init__(self, task: str | Path | TaskSpec | None = None, backend: Backend | str = "mock",
+                 workdir: Path | None = None, runs_dir: Path | None = None, limits: Limits = Limits(),
+                 job_timeout: float | None = None):
+        self.default_task = task or DEFAULT_TASK
+        self.backend = make_backend(backend) if isinstance(backend, str) else backend
+        self.workdir = Path(workdir) if workdir else None
+        self.runs_dir = Path(runs_dir) if runs_dir else None
+        self.limits = limits
+        self.job_timeout = job_timeout
+        self.episode: Episode | None = None
+
+    @property
+    def tool_schemas(self) -> list[dict]:
+        """The agent's tools in OpenAI function-calling format."""
+        return [spec.schema for spec in TOOLS.values()]
+
+    # --- reset ---------------------------------------------------------------------------
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+        """Start an episode. `options`: {"task": TaskSpec | task file path | family id} or
+        {"family": id}. The seed is recorded; the task observation does not depend on it."""
+        options = options or {}
+        self.close()
+        task = load_task(options.get("task") or options.get("family") or self.default_task)
+        episode_id = f"{task.id}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        root = Path(tempfile.mkdtemp(prefix="tg-episode-", dir=self.workdir))
+        ws = lay_out(root / "workspace", task, self.limits)
+        self.episode = Episode(id=episode_id, task=task, workspace=ws, dir=root)
+        obs = self._task_observation(task)
+        info = {"episode_id": episode_id, "task_id": task.id, "family": task.family, "seed": seed,
+                "tool_schemas": self.tool_schemas, "workspace": str(ws.root), **self._counters()}
+        self.episode.trajectory.append({"event": "reset", "observation": obs, "seed": seed, "task": task.id})
+        return obs, info
+
+    def _task_observation(self, task: TaskSpec) -> str:
+        b = task.bounds
+        examples = "\n\n".join(f"Example {i + 1}:\n{ex.prompt}\nExpected answer: {ex.answer}"
+                               for i, ex in enumerate(task.dev_examples[:3]))
+        tools = ", ".join(task.eval_tool_names)
+        return (
+            f"TASK {task.id}: {task.title}\n\n{task.teach}\n\n"
+            f"Constraints: base model one of {', '.join(b.base_models)}; max_steps {b.max_steps}; seq_len {b.seq_len}; "
+            f"batch_size {b.batch_size}; group_size {b.group_size}; {b.gpu_count}x {b.gpu}, {b.gpu_hours} GPU-hours.\n"
+            f"Eval tools the trained model will have: {tools} (see eval_tools.json).\n"
+            f"Answer format: {task.answer_format}\n\n{examples}\n\n"
+            f"Your workspace holds INSTRUCTIONS.md (read it first), job.toml and eval_tools.json. "
+            f"Write the job, then call submit_job. You have {task.max_submit_attempts} submit attempts and "
+            f"{task.max_turns} turns."
+        )
+
+    def _counters(self) -> dict:
+        ep = self.episode
+        return {"turns_left": ep.turns_left, "attempts_left": ep.attempts_left} if ep else {}
+
+    # --- step ----------------------------------------------------------------------------
+    async def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
+        ep = self.episode
+        if ep is None:
+            return "No episode is running: call reset() first.", 0.0, True, False, {"ok": False, "error": "no episode"}
+        if ep.done:
+            return "The episode is over: call reset() to start another.", 0.0, True, False, {"ok": False, "error": "episode over"}
+        ep.turns += 1
+        parsed = parse_action(action)
+        outcomes: list[tuple[ToolCall | None, ToolOutcome]] = []
+        if isinstance(parsed, ActionError):
+            outcomes.append((None, ToolOutcome(ok=False, content=f"error: {parsed.message}")))
+        else:
+            for call in parsed:
+                outcomes.append((call, await self._run_call(call)))
+                if ep.done:
+                    break  # the rest of the message is moot once the episode has ended
+        terminated = ep.done
+        truncated = not terminated and ep.turns >= ep.task.max_turns
+        if truncated:
+            self._finish(note="out of turns")
+        obs = self._render(outcomes)
+        if truncated:
+            obs += "\n\nOut of turns: the episode is over."
+        info = {
+            "tool": [c.name if c else None for c, _ in outcomes],
+            "ok": all(o.ok for _, o in outcomes),
+            "error": next((o.content for _, o in outcomes if not o.ok), None),
+            **self._counters(),
+        }
+        reward = 0.0
+        if ep.done:
+            info["reward_breakdown"] = ep.reward.model_dump()
+            info["result"] = ep.result.model_dump(mode="json") if ep.result else None
+            reward = ep.reward.total
+        ep.trajectory.append({"event": "step", "turn": ep.turns, "action": _jsonable(action), "observation": obs,
+                              "reward": reward, "terminated": terminated, "truncated": truncated,
+                              "info": {k: v for k, v in info.items() if k != "reward_breakdown"}})
+        if ep.done:
+            self._save_run()
+        return obs, reward, terminated, truncated, info
+
+    @staticmethod
+    def _render(outcomes: list[tuple[ToolCall | None, ToolOutcome]]) -> str:
+        if len(outcomes) == 1:
+            return outcomes[0][1].content
+        return "\n\n".join(f"[{c.name if c else 'error'}] {o.content}" for c, o in outcomes)
+
+    async def _run_call(self, call: ToolCall) -> ToolOutcome:
+        ep = self.episode
+        args = validate_args(call.name, call.arguments)
+        if isinstance(args, str):
+            return ToolOutcome(ok=False, content=f"error: {args}")
+        if call.name == "submit_job":
+            return await self._submit()
+        return run_workspace_tool(ep.workspace, ep.task, call.name, args)
+
+    async def _submit(self) -> ToolOutcome:
+        ep = self.episode
+        ep.attempts += 1
+        job_text = ep.workspace.root / "job.toml"
+        from trainergym.job import content_hash, parse_job
+
+        if job_text.is_file() and parse_job(job_text.read_text(errors="replace"))[0] is not None:
+            ep.parseable = True
+        digest = content_hash(ep.workspace.root)
+        if digest in ep.failed_hashes:  # identical to a submission that already failed
+            report = ep.failed_hashes[digest]
+            note = "This job is byte-identical to an earlier failed submission; the cached report follows.\n"
+        else:
+            report, bundle = await asyncio.to_thread(probe, ep.workspace.root, ep.task, ep.dir / "bundle")
+            note = ""
+            if bundle is not None:
+                ep.valid_on_attempt = ep.attempts
+                ep.manifest = bundle.manifest.model_dump(mode="json")
+                return await self._train(report, bundle)
+            ep.failed_hashes[digest] = report
+        left = ep.attempts_left
+        text = f"{note}{report.render()}\n\nAttempts left: {left}."
+        if left == 0:
+            self._finish(note="submit attempts exhausted")
+            text += " No attempts left: the episode is over."
+        return ToolOutcome(ok=False, content=text)
+
+    async def _train(self, report: ProbeReport, bundle) -> ToolOutcome:
+        ep = self.episode
+        handle = await self.backend.submit(bundle, ep.task)
+        try:
+            result = await self.backend.result(handle, timeout=self.job_timeout)
+        except (TimeoutError, asyncio.TimeoutError):
+            await self.backend.cancel(handle)
+            result = None
+        ep.result = result
+        self._finish()
+        r = ep.reward
+        if result is None:
+            summary = "The job did not finish within the time limit."
+        elif result.status != "succeeded":
+            summary = f"The job failed on the GPU: {result.failure_reason}.\n{result.log_tail}"
+        else:
+            summary = (f"The job trained {result.steps_done} steps on {result.gpu_count}x {result.gpu}: hidden-eval score "
+                       f"{result.post:.3f} (untrained {result.base_model}: {result.pre:.3f}; best untrained: {r.best_pre:.3f})"
+                       f" [{result.source}].")
+        return ToolOutcome(ok=True, content=f"{report.render()}\n\n{summary}\nEpisode reward {r.total:.3f} "
+                                            f"(validation {r.validation:.2f}, job quality {r.job_quality:.3f}, speed {r.speed:.2f}).")
+
+    def _finish(self, note: str = "") -> None:
+        ep = self.episode
+        res = ep.result
+        best = baselines.best_pre(ep.task.family).score
+        ep.reward = episode_reward(
+            attempts=ep.attempts, parseable=ep.parseable, valid_on_attempt=ep.valid_on_attempt,
+            job_succeeded=res is not None and res.status == "succeeded", post=res.post if res else None,
+            best_pre=best, train_seconds=res.train_seconds if res else None,
+            budget_seconds=ep.task.bounds.gpu_hours * 3600 / ep.task.bounds.gpu_count,
+            job_status=res.status if res else None,
+        )
+        if note and not ep.reward.note:
+            ep.reward.note = note
+        ep.done = True
+
+    # --- records -------------------------------------------------------------------------
+    def _save_run(self) -> None:
+        """runs/<episode-id>/: trajectory.jsonl, workspace/, manifest.json, result.json, reward.json."""
+        ep = self.episode
+        if self.runs_dir is None:
+            return
+        out = self.runs_dir / ep.id
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / "trajectory.jsonl", "w") as f:
+            for row in ep.trajectory:
+                f.write(json.dumps(row, default=str) + "\n")
+        ep.workspace.snapshot(out / "workspace")
+        if ep.manifest:
+            (out / "manifest.json").write_text(json.dumps(ep.manifest, indent=2))
+        if ep.result:
+            (out / "result.json").write_text(ep.result.model_dump_json(indent=2))
+        (out / "reward.json").write_text(ep.reward.model_dump_json(indent=2))
+
+    @property
+    def run_path(self) -> Path | None:
+        return self.runs_dir / self.episode.id if self.runs_dir and self.episode else None
+
+    def close(self) -> None:
+        if self.episode is not None:
+            shutil.rmtree(self.episode.dir, ignore_errors=True)
+
+
+def _jsonable(action: Any) -> Any:
+    if hasattr(action, "model_dump"):
+        return action.model_dump()
+    try:
+        json.dumps(action)
+        return action
+    except (TypeError, ValueError):
+        return repr(action)
+
+
+class AnyText(spaces.Text):
+    """A Text space holding any string up to `max_length` (tool output is arbitrary text);
+    samples are drawn from printable ASCII."""
+
+    def __init__(self, max_length: int = 1_000_000, seed: int | None = None):
+        import string
+
+        super().__init__(max_length=max_length, min_length=0, charset=string.printable, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and len(x) <= self.max_length
+
+
+class TrainerEnv(gym.Env):
+    """Gymnasium face of `AsyncTrainerEnv`: actions and observations are text.
+
+    Runs the async env on a private event loop; inside a running event loop use
+    `AsyncTrainerEnv` directly. `step` also accepts dicts and OpenAI messages."""
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, task: str | Path | TaskSpec | None = None, backend: Backend | str = "mock", **kwargs):
+        self.inner = AsyncTrainerEnv(task=task, backend=backend, **kwargs)
+        self.observation_space = AnyText()
+        self.action_space = AnyText()
+        self._loop = asyncio.new_event_loop()
+
+    @property
+    def tool_schemas(self) -> list[dict]:
+        return self.inner.tool_schemas
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        return self._loop.run_until_complete(self.inner.reset(seed=seed, options=options))
+
+    def step(self, action):
+        return self._loop.run_until_complete(self.inner.step(action))
+
+    def close(self):
+        self.inner.close()
+        if not self._loop.is_closed():
+            self._loop.close()
+
+
+def register() -> None:
+    if ENV_ID not in gym.registry:
+        gym.register(id=ENV_ID, entry_point="trainergym.env:TrainerEnv", disable_env_checker=False)

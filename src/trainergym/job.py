@@ -1,0 +1,261 @@
+"""The job the agent writes: `job.toml`, its bounded `[prime_rl]` surface, the rendered
+prime-rl `rl.toml`, and the content-addressed job bundle.
+
+The agent tunes a small surface with flat names; the library owns everything else
+(deployment, inference, renderer, harness, runtime, transports, monitors, paths) and renders
+the complete `rl.toml` (docs/design.md, "The job surface").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tomllib
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from trainergym.stack import PIN, StackPin
+from trainergym.tasks import TaskSpec
+
+JOB_FILE = "job.toml"
+TASKSET_DIR = "taskset"
+# What a bundle takes from the workspace: the agent's files, never the given templates.
+BUNDLED = (JOB_FILE, TASKSET_DIR + "/")
+
+
+class Lora(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rank: int = Field(16, ge=4, le=64)
+    alpha: float = Field(32.0, gt=0, le=256)
+    dropout: float = Field(0.0, ge=0, le=0.5)
+
+
+class PrimeRL(BaseModel):
+    """The tunable surface. Field bounds are the surface's own; a task narrows them."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_steps: int = Field(ge=1, le=1000, description="optimizer steps")
+    seq_len: int = Field(4096, ge=256, le=32768, description="tokens per sample, prompt plus all turns")
+    batch_size: int = Field(128, ge=2, le=1024, description="rollouts per step")
+    group_size: int = Field(8, ge=2, le=64, description="rollouts per task (GRPO group)")
+    temperature: float = Field(1.0, ge=0.1, le=2.0, description="sampling temperature")
+    max_tokens: int = Field(512, ge=16, le=8192, description="max completion tokens per turn")
+    max_turns: int = Field(8, ge=1, le=64, description="max model turns per rollout")
+    lr: float = Field(3e-6, gt=0, le=1e-3)
+    optimizer: Literal["adamw", "muon"] = "adamw"
+    weight_decay: float = Field(0.01, ge=0, le=1.0)
+    max_norm: float = Field(1.0, gt=0, le=100)
+    scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
+    min_lr: float = Field(0.0, ge=0)
+    loss: Literal["default", "ipo"] = "default"
+    kl_tau: float = Field(1e-3, ge=0, le=1.0)
+    algorithm: Literal["grpo", "max_rl"] = "grpo"
+    max_off_policy_steps: int = Field(1, ge=0, le=8)
+    lora: Lora | None = None
+
+
+class JobSection(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    base_model: str
+    notes: str = ""
+
+
+class JobConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    job: JobSection
+    prime_rl: PrimeRL
+
+    @model_validator(mode="after")
+    def _warmup(self) -> JobConfig:
+        if self.prime_rl.scheduler != "constant" and self.prime_rl.warmup_steps >= self.prime_rl.max_steps:
+            raise ValueError(
+                f"prime_rl.warmup_steps ({self.prime_rl.warmup_steps}) must be below max_steps ({self.prime_rl.max_steps})"
+            )
+        return self
+
+
+class JobIssue(BaseModel):
+    """One itemised problem, phrased for the agent."""
+
+    check: str
+    message: str
+    hint: str = ""
+
+
+def parse_job(text: str) -> tuple[JobConfig | None, list[JobIssue]]:
+    """Parse `job.toml` text; (config, []) or (None, issues)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        return None, [JobIssue(check="job.toml", message=f"not valid TOML: {e}", hint="fix the syntax at the position given")]
+    try:
+        return JobConfig.model_validate(data), []
+    except ValidationError as e:
+        issues = []
+        for err in e.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "job.toml"
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key (the library owns everything outside the documented surface)"
+            issues.append(JobIssue(check="job.toml", message=f"{where}: {msg}", hint="see the [prime_rl] table in INSTRUCTIONS.md"))
+        return None, issues
+
+
+def check_bounds(job: JobConfig, task: TaskSpec) -> list[JobIssue]:
+    """The task's hard bounds and the rules prime-rl does not enforce at config time."""
+    b, p, issues = task.bounds, job.prime_rl, []
+
+    def out(name: str, value: float, rng) -> None:
+        if value not in rng:
+            issues.append(JobIssue(check="bounds", message=f"prime_rl.{name} = {value:g} is outside the task's bound {rng}",
+                                   hint=f"choose {name} within {rng}"))
+
+    if job.job.base_model not in b.base_models:
+        issues.append(JobIssue(check="bounds", message=f"job.base_model {job.job.base_model!r} is not allowed",
+                               hint=f"choose one of {b.base_models}"))
+    out("max_steps", p.max_steps, b.max_steps)
+    out("seq_len", p.seq_len, b.seq_len)
+    out("batch_size", p.batch_size, b.batch_size)
+    out("group_size", p.group_size, b.group_size)
+    out("max_tokens", p.max_tokens, b.max_tokens)
+    out("max_turns", p.max_turns, b.max_turns)
+    if p.batch_size % p.group_size:
+        issues.append(JobIssue(check="bounds", message=f"batch_size {p.batch_size} is not divisible by group_size {p.group_size}",
+                               hint="prime-rl needs whole groups per batch: pick batch_size as a multiple of group_size"))
+    return issues
+
+
+def package_name(content_hash: str) -> str:
+    """The import name the job's taskset gets in its bundle (also its taskset id)."""
+    return f"job_{content_hash[:12]}"
+
+
+def render_rl_toml(job: JobConfig, taskset_id: str, task: TaskSpec) -> dict[str, Any]:
+    """The complete prime-rl rl.toml (as a dict) for the pinned prime-rl commit."""
+    p = job.prime_rl
+    scheduler: dict[str, Any] = {"type": p.scheduler}
+    if p.scheduler != "constant":
+        scheduler |= {"warmup_steps": p.warmup_steps, "min_lr": p.min_lr}
+    if p.scheduler == "linear":
+        scheduler["decay_steps"] = max(1, p.max_steps - p.warmup_steps)
+    trainer_model: dict[str, Any] = {}
+    if p.lora is not None:
+        trainer_model["lora"] = p.lora.model_dump()
+    infer = max(1, task.bounds.gpu_count // 2)
+    return {
+        "max_steps": p.max_steps,
+        "seq_len": p.seq_len,
+        "model": {"name": job.job.base_model},
+        "deployment": {"num_train_gpus": task.bounds.gpu_count - infer, "num_infer_gpus": infer},
+        "trainer": {
+            "optim": {"type": p.optimizer, "lr": p.lr, "weight_decay": p.weight_decay, "max_norm": p.max_norm},
+            "scheduler": scheduler,
+            "loss": {"type": p.loss, "kl_tau": p.kl_tau},
+            "model": trainer_model,
+        },
+        "orchestrator": {
+            "batch_size": p.batch_size,
+            "group_size": p.group_size,
+            "max_off_policy_steps": p.max_off_policy_steps,
+            "algo": {"type": p.algorithm},
+            "renderer": {"name": "qwen3"},
+            "train": {
+                "sampling": {"temperature": p.temperature, "max_completion_tokens": p.max_tokens},
+                "source": [{
+                    "name": taskset_id,
+                    "env": {
+                        "taskset": {"id": taskset_id},
+                        "agent": {"max_turns": p.max_turns, "harness": {"id": "null"}, "runtime": {"type": "subprocess"}},
+                    },
+                }],
+            },
+        },
+        "inference": {"vllm": {"max_model_len": p.seq_len, "tool_call_parser": "hermes", "enable_lora": p.lora is not None}},
+        "weight_broadcast": {"type": "filesystem"},
+        "ckpt": {},
+        "monitors": {"file": {}},
+        "output_dir": "outputs",
+        "run": {"name": taskset_id},
+    }
+
+
+def content_hash(workspace_root: Path) -> str:
+    """sha256 over the bundled files (paths and bytes), independent of timestamps."""
+    h = hashlib.sha256()
+    root = Path(workspace_root)
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink() or not path.is_file() or "__pycache__" in rel:
+            continue
+        if rel == JOB_FILE or rel.startswith(BUNDLED[1]):
+            h.update(rel.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+class JobManifest(BaseModel):
+    """What travels with a bundle: identity, provenance and the probe's measurements."""
+
+    content_hash: str
+    taskset_id: str
+    task_id: str
+    family: str
+    base_model: str
+    stack: StackPin = PIN
+    created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    probe: dict[str, Any] = {}
+
+
+class JobBundle(BaseModel):
+    """A job ready for a backend: a directory holding `workspace/` (the agent's files),
+    `package/` (the taskset as an installable package), `rl.toml` and `manifest.json`.
+    Nothing from the hidden eval is ever written into it."""
+
+    root: Path
+    job: JobConfig
+    manifest: JobManifest
+
+    @property
+    def rl_toml(self) -> Path:
+        return self.root / "rl.toml"
+
+
+def build_bundle(workspace_root: Path, dest: Path, job: JobConfig, task: TaskSpec) -> JobBundle:
+    """Snapshot the agent's files and turn `taskset/` into an installable package."""
+    digest = content_hash(workspace_root)
+    name = package_name(digest)
+    if dest.exists():
+        shutil.rmtree(dest)
+    ws = dest / "workspace"
+    for rel in ((workspace_root / JOB_FILE),):
+        ws.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(rel, ws / JOB_FILE)
+    src = workspace_root / TASKSET_DIR
+    ignore = shutil.ignore_patterns("__pycache__")
+    if src.is_dir():
+        shutil.copytree(src, ws / TASKSET_DIR, symlinks=True, ignore=ignore)
+        shutil.copytree(src, dest / "package" / name, symlinks=True, ignore=ignore)
+    (dest / "package").mkdir(parents=True, exist_ok=True)
+    (dest / "package" / "pyproject.toml").write_text(
+        tomli_w.dumps({
+            "project": {"name": name.replace("_", "-"), "version": "0.0.0", "requires-python": ">=3.11",
+                        "dependencies": ["verifiers", task.eval_toolset.split(".")[0].replace("_", "-")]},
+            "build-system": {"requires": ["hatchling"], "build-backend": "hatchling.build"},
+            "tool": {"hatch": {"build": {"targets": {"wheel": {"packages": [name]}}}}},
+        })
+    )
+    (dest / "rl.toml").write_text(tomli_w.dumps(render_rl_toml(job, name, task)))
+    manifest = JobManifest(content_hash=digest, taskset_id=name, task_id=task.id, family=task.family,
+                           base_model=job.job.base_model)
+    bundle = JobBundle(root=dest, job=job, manifest=manifest)
+    write_manifest(bundle)
+    return bundle
+
+
+def write_manifest(bundle: JobBundle) -> None:
+    (bundle.root / "manifest.json").write_text(json.dumps(bundle.manifest.model_dump(mode="json"), indent=2))

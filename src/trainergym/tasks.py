@@ -1,0 +1,161 @@
+"""Task specs and the family registry.
+
+A `TaskSpec` is everything the agent is told about one training task: what to teach, the
+hard bounds its job must respect, the tools the trained model will have at eval time and a
+few dev examples. Families are discovered through the `trainergym.families` entry-point
+group, so a third-party package can add one; a task file names a family and overrides any
+of its defaults.
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ALLOWED_BASE_MODELS = ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B")
+
+
+class Family(Protocol):
+    """What a family module provides (see envs/calc_chain/calc_chain/family.py).
+
+    Items are plain dicts `{id, prompt, answer, skills, difficulty}` so families need not
+    depend on trainergym; trajectories are `{calls: [{tool, arguments, result}], reply}`.
+    """
+
+    ID: str
+    TITLE: str
+    HELD_OUT: bool
+    TEACH: str
+    ANSWER: str
+    EVAL_TOOLS: list[dict]
+    EVAL_TOOLSET: str
+    SKILL_TAGS: tuple[str, ...]
+    REFERENCE_JOB: Path
+
+    def generate(self, seed: int | str, n: int, namespace: str = "public", difficulty: int | None = None) -> list[dict]: ...
+    def check(self, reply: str, answer: str) -> bool: ...
+    def solve(self, prompt: str) -> dict: ...
+    def distractors(self, prompt: str) -> list[dict]: ...
+    def tag_text(self, text: str) -> set[str]: ...
+    def dev_examples(self) -> list[dict]: ...
+
+
+@functools.cache
+def families() -> dict[str, Family]:
+    """Installed families by id."""
+    return {ep.name: ep.load() for ep in entry_points(group="trainergym.families")}
+
+
+def get_family(family_id: str) -> Family:
+    found = families()
+    if family_id not in found:
+        raise KeyError(f"unknown family {family_id!r}; installed: {', '.join(sorted(found)) or 'none'}")
+    return found[family_id]
+
+
+class Range(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    min: float
+    max: float
+
+    def __contains__(self, value: float) -> bool:
+        return self.min <= value <= self.max
+
+    def __str__(self) -> str:
+        return f"[{self.min:g}, {self.max:g}]"
+
+
+class Bounds(BaseModel):
+    """Hard constraints a job must respect; `submit_job` refuses anything outside them."""
+
+    model_config = ConfigDict(frozen=True)
+    base_models: list[str] = list(ALLOWED_BASE_MODELS)
+    max_steps: Range = Range(min=1, max=300)
+    seq_len: Range = Range(min=512, max=8192)
+    batch_size: Range = Range(min=16, max=512)
+    group_size: Range = Range(min=2, max=32)
+    max_tokens: Range = Range(min=64, max=4096)
+    max_turns: Range = Range(min=1, max=16)
+    gpu: str = Field("A40", description="GPU class the job is budgeted and memory-checked for")
+    gpu_count: int = 2
+    gpu_hours: float = Field(2.0, description="GPU-hour budget of one job (train only)")
+
+
+class Example(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    id: str
+    prompt: str
+    answer: str
+    skills: list[str] = []
+    difficulty: int = 1
+
+
+class TaskSpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    family: str
+    title: str
+    teach: str
+    answer_format: str
+    bounds: Bounds = Bounds()
+    eval_tools: list[dict] = Field(description="OpenAI function schemas of the eval tool interface")
+    eval_toolset: str = Field(description="import path of the eval Toolset (module:Class)")
+    dev_examples: list[Example]
+    max_turns: int = 40
+    max_submit_attempts: int = 3
+    held_out: bool = False
+
+    @model_validator(mode="after")
+    def _known_models(self) -> TaskSpec:
+        unknown = set(self.bounds.base_models) - set(ALLOWED_BASE_MODELS)
+        if unknown:
+            raise ValueError(f"base models {sorted(unknown)} are not supported; choose from {ALLOWED_BASE_MODELS}")
+        return self
+
+    @property
+    def eval_tool_names(self) -> list[str]:
+        return [tool["function"]["name"] for tool in self.eval_tools]
+
+
+def family_task(family_id: str) -> dict[str, Any]:
+    """A family's default task, as a dict a task file can override."""
+    fam = get_family(family_id)
+    return {
+        "id": fam.ID,
+        "family": fam.ID,
+        "title": fam.TITLE,
+        "teach": fam.TEACH,
+        "answer_format": fam.ANSWER,
+        "eval_tools": fam.EVAL_TOOLS,
+        "eval_toolset": fam.EVAL_TOOLSET,
+        "dev_examples": fam.dev_examples(),
+        "held_out": fam.HELD_OUT,
+    }
+
+
+def _merge(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def load_task(ref: str | Path | TaskSpec) -> TaskSpec:
+    """A task by family id (`calc_chain`) or by task file path (`examples/tasks/x.toml`)."""
+    if isinstance(ref, TaskSpec):
+        return ref
+    path = Path(ref)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise FileNotFoundError(f"task file {path} does not exist")
+        data = tomllib.loads(path.read_text())
+        if "family" not in data:
+            raise ValueError(f"task file {path} names no `family`")
+        return TaskSpec.model_validate(_merge(family_task(data["family"]), data))
+    return TaskSpec.model_validate(family_task(str(ref)))

@@ -1,0 +1,121 @@
+"""The agent's tools: typed specs (pydantic arguments -> OpenAI function schema) and the
+execution of the workspace and baseline tools. `submit_job` is specified here and executed
+by the env, which owns the attempt budget, the probe and the backend.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from trainergym import baselines
+from trainergym.tasks import TaskSpec
+from trainergym.workspace import Workspace, WorkspaceError
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ReadFile(_Args):
+    path: str = Field(description="file path relative to the workspace root, e.g. 'INSTRUCTIONS.md'")
+
+
+class WriteFile(_Args):
+    path: str = Field(description="file path relative to the workspace root; parent directories are created")
+    content: str = Field(description="the complete new file content")
+
+
+class EditFile(_Args):
+    path: str = Field(description="file path relative to the workspace root")
+    old_string: str = Field(description="exact text to replace; must occur exactly once in the file")
+    new_string: str = Field(description="replacement text")
+
+
+class ListFiles(_Args):
+    path: str = Field(".", description="directory relative to the workspace root")
+
+
+class NoArgs(_Args):
+    pass
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    description: str
+    args: type[_Args]
+
+    @property
+    def schema(self) -> dict:
+        params = self.args.model_json_schema()
+        params.pop("title", None)
+        for prop in params.get("properties", {}).values():
+            prop.pop("title", None)
+        params.setdefault("properties", {})
+        params["additionalProperties"] = False
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": params}}
+
+
+TOOLS = {
+    spec.name: spec
+    for spec in (
+        ToolSpec("read_file", "Read a text file from the workspace.", ReadFile),
+        ToolSpec("write_file", "Create or overwrite a file in the workspace.", WriteFile),
+        ToolSpec("edit_file", "Replace one exact occurrence of old_string with new_string in a workspace file.", EditFile),
+        ToolSpec("list_files", "List the files in the workspace (or under a directory of it), with sizes.", ListFiles),
+        ToolSpec("get_baseline_scores", "Untrained base models' scores on this task's hidden eval, with provenance. "
+                 "Your uplift is measured against the best of them.", NoArgs),
+        ToolSpec("submit_job", "Validate the job in the workspace (job.toml + taskset/) and, if it is valid, train and "
+                 "score it. Failed validations use up one of a limited number of attempts.", NoArgs),
+    )
+}
+
+
+class ToolOutcome(BaseModel):
+    ok: bool
+    content: str
+
+
+def validate_args(name: str, arguments: dict) -> _Args | str:
+    """The parsed arguments, or an error message naming what was wrong."""
+    spec = TOOLS.get(name)
+    if spec is None:
+        return f"unknown tool {name!r}; available tools: {', '.join(TOOLS)}"
+    try:
+        return spec.args.model_validate(arguments)
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors())
+        return f"bad arguments for {name}: {problems}"
+
+
+def run_workspace_tool(ws: Workspace, task: TaskSpec, name: str, args: _Args) -> ToolOutcome:
+    """Execute every tool but submit_job."""
+    try:
+        if isinstance(args, ReadFile):
+            return ToolOutcome(ok=True, content=ws.read(args.path))
+        if isinstance(args, WriteFile):
+            rel = ws.write(args.path, args.content)
+            return ToolOutcome(ok=True, content=f"wrote {rel} ({len(args.content.encode())} bytes)")
+        if isinstance(args, EditFile):
+            rel = ws.edit(args.path, args.old_string, args.new_string)
+            return ToolOutcome(ok=True, content=f"edited {rel}")
+        if isinstance(args, ListFiles):
+            return ToolOutcome(ok=True, content=ws.listing(args.path))
+    except WorkspaceError as e:
+        return ToolOutcome(ok=False, content=f"refused: {e}")
+    except OSError as e:  # e.g. a disk error; the episode goes on
+        return ToolOutcome(ok=False, content=f"refused: {type(e).__name__}: {e.strerror or e}")
+    if name == "get_baseline_scores":
+        rows = baselines.for_family(task.family)
+        best = max(rows, key=lambda b: b.score) if rows else None
+        payload = {
+            "family": task.family,
+            "best_pre": best.score if best else None,
+            "best_model": best.model if best else None,
+            "scores": [b.model_dump(exclude_none=True) for b in rows],
+        }
+        return ToolOutcome(ok=True, content=json.dumps(payload, indent=2))
+    raise ValueError(f"{name} is not a workspace tool")

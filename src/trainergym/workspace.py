@@ -1,0 +1,183 @@
+"""The per-episode workspace: a directory the agent edits only through confined file tools.
+
+Paths are relative and are resolved component by component: `..`, absolute paths, symlinks
+(anywhere on the path) and special files are refused, as are writes to the read-only
+template files. File size, file count and total bytes are capped. Every refusal raises
+`WorkspaceError` with a message the agent can act on; the tools turn it into an observation.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+
+class WorkspaceError(Exception):
+    """A refused file operation; the message is shown to the agent."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_file_bytes: int = 256 * 1024
+    max_files: int = 200
+    max_total_bytes: int = 4 * 1024 * 1024
+    max_path_chars: int = 200
+    max_depth: int = 8
+
+
+class Workspace:
+    def __init__(self, root: Path, readonly: set[str] | None = None, limits: Limits = Limits()):
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.readonly = set(readonly or ())
+        self.limits = limits
+
+    # --- path confinement -------------------------------------------------------------
+    def _rel(self, path: str) -> PurePosixPath:
+        if not isinstance(path, str) or not path.strip():
+            raise WorkspaceError("path must be a non-empty relative path such as 'taskset/__init__.py'")
+        if "\x00" in path:
+            raise WorkspaceError("path contains a NUL byte")
+        if len(path) > self.limits.max_path_chars:
+            raise WorkspaceError(f"path is longer than {self.limits.max_path_chars} characters")
+        if path.startswith(("/", "\\", "~")) or (len(path) > 1 and path[1] == ":"):
+            raise WorkspaceError(f"{path!r} is absolute; use a path relative to the workspace root")
+        rel = PurePosixPath(path.replace("\\", "/"))
+        parts = [p for p in rel.parts if p != "."]
+        if ".." in parts:
+            raise WorkspaceError(f"{path!r} contains '..'; paths must stay inside the workspace")
+        if len(parts) > self.limits.max_depth:
+            raise WorkspaceError(f"{path!r} is nested deeper than {self.limits.max_depth} levels")
+        return PurePosixPath(*parts) if parts else PurePosixPath(".")
+
+    def resolve(self, path: str) -> tuple[str, Path]:
+        """(normalised relative path, absolute path), refusing symlinks on the way."""
+        rel = self._rel(path)
+        current = self.root
+        for part in rel.parts:
+            current = current / part
+            try:
+                mode = os.lstat(current).st_mode
+            except FileNotFoundError:
+                continue
+            if stat.S_ISLNK(mode):
+                raise WorkspaceError(f"{path!r} goes through a symlink; symlinks are not allowed")
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                raise WorkspaceError(f"{path!r} is a special file; only regular files and directories are allowed")
+        return str(rel), current
+
+    # --- operations --------------------------------------------------------------------
+    def read(self, path: str, max_chars: int = 64_000) -> str:
+        rel, target = self.resolve(path)
+        if not target.exists():
+            raise WorkspaceError(f"{rel} does not exist (list_files shows what does)")
+        if target.is_dir():
+            raise WorkspaceError(f"{rel} is a directory; use list_files")
+        data = target.read_bytes()
+        text = data.decode("utf-8", errors="replace")
+        if len(text) > max_chars:
+            return text[:max_chars] + f"\n[... truncated: {len(text) - max_chars} more characters]"
+        return text
+
+    def write(self, path: str, content: str) -> str:
+        if not isinstance(content, str):
+            raise WorkspaceError("content must be a string")
+        rel, target = self.resolve(path)
+        if rel == ".":
+            raise WorkspaceError("cannot write to the workspace root; name a file")
+        if rel in self.readonly:
+            raise WorkspaceError(f"{rel} is read-only (it is given by the task)")
+        data = content.encode("utf-8")
+        if len(data) > self.limits.max_file_bytes:
+            raise WorkspaceError(f"{rel} would be {len(data)} bytes; the limit is {self.limits.max_file_bytes} bytes per file")
+        if target.is_dir():
+            raise WorkspaceError(f"{rel} is a directory")
+        files = self.files()
+        old = files.get(rel, 0)
+        if rel not in files and len(files) >= self.limits.max_files:
+            raise WorkspaceError(f"the workspace already holds {len(files)} files (the limit); delete or reuse one")
+        total = sum(files.values()) - old + len(data)
+        if total > self.limits.max_total_bytes:
+            raise WorkspaceError(f"the workspace would hold {total} bytes; the limit is {self.limits.max_total_bytes}")
+        parent = target.parent
+        for ancestor in reversed(PurePosixPath(rel).parents):
+            node = self.root / ancestor
+            if node.exists() and not node.is_dir():
+                raise WorkspaceError(f"{ancestor} is a file, so it cannot contain {rel}")
+        parent.mkdir(parents=True, exist_ok=True)
+        # O_NOFOLLOW: even a symlink planted between the check and the write is not followed.
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return rel
+
+    def edit(self, path: str, old: str, new: str) -> str:
+        if not isinstance(old, str) or not isinstance(new, str):
+            raise WorkspaceError("old_string and new_string must be strings")
+        if not old:
+            raise WorkspaceError("old_string is empty; give the exact text to replace")
+        text = self.read(path, max_chars=10**9)
+        count = text.count(old)
+        if count == 0:
+            raise WorkspaceError(f"old_string was not found in {path}; read the file and copy the text exactly")
+        if count > 1:
+            raise WorkspaceError(f"old_string occurs {count} times in {path}; include more context so it matches once")
+        return self.write(path, text.replace(old, new, 1))
+
+    def files(self) -> dict[str, int]:
+        """Every regular file (relative path -> size), never following symlinks."""
+        out: dict[str, int] = {}
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                full = Path(dirpath) / name
+                st = os.lstat(full)
+                if stat.S_ISREG(st.st_mode):
+                    out[full.relative_to(self.root).as_posix()] = st.st_size
+        return out
+
+    def listing(self, path: str = ".") -> str:
+        rel, target = self.resolve(path)
+        if not target.is_dir():
+            raise WorkspaceError(f"{rel} is not a directory")
+        prefix = "" if rel == "." else rel + "/"
+        rows = [f"{name}  ({size} bytes{', read-only' if name in self.readonly else ''})"
+                for name, size in self.files().items() if name.startswith(prefix)]
+        return "\n".join(rows) if rows else f"(no files under {rel})"
+
+    def snapshot(self, dest: Path) -> None:
+        """Copy the workspace (regular files only) to `dest`."""
+        for rel in self.files():
+            out = Path(dest) / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.root / rel, out, follow_symlinks=False)
+
+
+TEMPLATES = Path(__file__).parent / "data"
+READ_ONLY = ("INSTRUCTIONS.md", "eval_tools.json")
+
+
+def lay_out(root: Path, task, limits: Limits = Limits()) -> Workspace:
+    """A fresh workspace for `task` (a TaskSpec): instructions, job.toml template, eval tools."""
+    import json
+
+    from trainergym.hidden import HIDDEN_EVAL_SIZE
+    from trainergym.stack import VERIFIERS_VERSION
+
+    b = task.bounds
+    module, _, cls = task.eval_toolset.partition(":")
+    text = (TEMPLATES / "INSTRUCTIONS.md").read_text().format(
+        teach=task.teach, eval_n=HIDDEN_EVAL_SIZE, verifiers_version=VERIFIERS_VERSION, toolset_module=module,
+        toolset_class=cls, answer_format=task.answer_format, base_models=", ".join(b.base_models),
+        max_steps=b.max_steps, seq_len=b.seq_len, batch_size=b.batch_size, group_size=b.group_size,
+        max_tokens=b.max_tokens, max_turns=b.max_turns, gpu_count=b.gpu_count, gpu=b.gpu, gpu_hours=b.gpu_hours,
+        attempts=task.max_submit_attempts, max_turns_episode=task.max_turns,
+    )
+    ws = Workspace(root, readonly=set(READ_ONLY), limits=limits)
+    for name, content in (("INSTRUCTIONS.md", text), ("eval_tools.json", json.dumps(task.eval_tools, indent=2)),
+                          ("job.toml", (TEMPLATES / "job.toml").read_text())):
+        (ws.root / name).write_text(content)
+    return ws
