@@ -20,6 +20,7 @@ import re
 import resource
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,21 +113,42 @@ def run_child(package_dir: Path, module: str, request: dict, timeout: float = 90
         req = {**request, "package_dir": str(copy), "module": module, "nonce": nonce}
         confinement = ("network namespace, " if netns else "NO network isolation (unshare unavailable), ") + \
             "scrubbed environment, private copy, rlimits (cpu, memory, file size), timeout"
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=tmp, env=_child_env(str(home)), start_new_session=True,
+                                preexec_fn=_limits(int(timeout) + 5, 6 << 30, 64 << 20))
         try:
-            proc = subprocess.run(cmd, input=json.dumps(req), capture_output=True, text=True, timeout=timeout,
-                                  cwd=tmp, env=_child_env(str(home)), start_new_session=True,
-                                  preexec_fn=_limits(int(timeout), 6 << 30, 64 << 20))
-        except subprocess.TimeoutExpired as e:
-            return {"stage": "timeout", "error": f"the taskset did not finish loading and scoring within {timeout:.0f} s",
-                    "stderr": (e.stderr or b"")[-2000:].decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")[-2000:]}, confinement
+            stdout, stderr = proc.communicate(json.dumps(req), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            stdout, stderr = proc.communicate()
+            return {"stage": "timeout", "error": f"the taskset did not finish loading and scoring within {timeout:.0f} s "
+                    "(an endless loop, or far too much work at import or in load())", "stderr": stderr[-2000:]}, confinement
+        finally:
+            _kill_group(proc)  # nothing the agent started outlives the probe
         marker = "@@trainergym-probe@@" + nonce
-        for line in reversed(proc.stdout.splitlines()):
+        for line in reversed(stdout.splitlines()):
             if line.startswith(marker):
                 result = json.loads(line[len(marker):])
-                result["stderr"] = proc.stderr[-2000:]
+                result["stderr"] = stderr[-2000:]
                 return result, confinement
-        return {"stage": "crash", "error": f"the probe process exited with status {proc.returncode} before reporting",
-                "stderr": proc.stderr[-2000:]}, confinement
+        return {"stage": "crash", "error": f"the probe process {_exit_reason(proc.returncode)} before reporting",
+                "stderr": stderr[-2000:]}, confinement
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _exit_reason(code: int) -> str:
+    if code >= 0:
+        return f"exited with status {code}"
+    sig = -code
+    known = {signal.SIGXCPU: "was stopped for using too much CPU time", signal.SIGXFSZ: "was stopped for writing too large a file",
+             signal.SIGKILL: "was killed (out of memory?)", signal.SIGSEGV: "crashed (segmentation fault)"}
+    return known.get(sig, f"was killed by signal {signal.Signals(sig).name}")
 
 
 def _probe_request(task: TaskSpec) -> dict:
@@ -153,7 +175,7 @@ def skill_coverage(task: TaskSpec, prompts: list[str]) -> tuple[float, list[str]
 
 def _check_package(report: ProbeReport, res: dict, task: TaskSpec, job: JobConfig) -> None:
     m = report.measurements
-    if res.get("stage") in ("import", "crash", "timeout") or ("error" in res and res.get("stage") == "import"):
+    if res.get("stage") in ("import", "crash", "timeout"):
         report.add("shape", "fail", "the taskset package could not be imported or built:\n" + res.get("error", "") +
                    ("\nstderr: " + res["stderr"][-800:] if res.get("stderr") else ""),
                    "taskset/__init__.py must import cleanly and set __all__ to exactly one vf.Taskset subclass")
@@ -253,7 +275,7 @@ def _check_rewards(report: ProbeReport, res: dict) -> None:
                    f"{ranked} times")
 
 
-def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path) -> tuple[ProbeReport, JobBundle | None]:
+def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float = 90.0) -> tuple[ProbeReport, JobBundle | None]:
     """Validate the workspace as a job; the bundle is returned only when everything passed."""
     import time
 
@@ -279,7 +301,7 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path) -> tuple[Probe
         return report, None
 
     bundle = build_bundle(workspace_root, bundle_dir, job, task)
-    res, report.confinement = run_child(bundle.root / "package", bundle.manifest.taskset_id, _probe_request(task))
+    res, report.confinement = run_child(bundle.root / "package", bundle.manifest.taskset_id, _probe_request(task), timeout)
     _check_package(report, res, task, job)
     report.seconds = round(time.monotonic() - started, 2)
     bundle.manifest.probe = report.measurements

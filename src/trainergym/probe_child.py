@@ -21,10 +21,13 @@ import traceback
 MARK = "@@trainergym-probe@@"
 
 
-def _short_error(exc: BaseException, package_dir: str) -> str:
+def _short_error(exc: BaseException, package_dir: str, module: str = "") -> str:
+    """The tail of a traceback, with the job's package shown as the agent knows it."""
     lines = traceback.format_exception(exc)
-    text = "".join(lines[-12:]).replace(package_dir + "/", "")
-    return text[-3000:]
+    text = "".join(lines[-12:])
+    if module:
+        text = text.replace(f"{package_dir}/{module}/", "taskset/").replace(f"{module}/", "taskset/")
+    return text.replace(package_dir + "/", "")[-3000:]
 
 
 def _trace(vf, task, calls: list[dict], reply: str | None):
@@ -94,7 +97,7 @@ async def measure(req: dict) -> dict:
         config = taskset_config_type(module)(id=module)
         taskset = cls(config)
     except BaseException as e:  # noqa: BLE001
-        res["error"] = _short_error(e, package_dir)
+        res["error"] = _short_error(e, package_dir, module)
         return res
 
     res["stage"] = "load"
@@ -102,7 +105,7 @@ async def measure(req: dict) -> dict:
         view = taskset if taskset.bounded else taskset.take(req["max_tasks"])
         tasks = list(itertools.islice(iter(view), req["max_tasks"] + 1))
     except BaseException as e:  # noqa: BLE001
-        res["error"] = _short_error(e, package_dir)
+        res["error"] = _short_error(e, package_dir, module)
         return res
     res["infinite"] = not taskset.bounded
     res["n_tasks"] = len(tasks)
@@ -125,7 +128,7 @@ async def measure(req: dict) -> dict:
     try:
         res["tools"] = _tools(type(tasks[0]), cls, config, tasks[0])
     except BaseException as e:  # noqa: BLE001
-        res["tools_error"] = _short_error(e, package_dir)
+        res["tools_error"] = _short_error(e, package_dir, module)
 
     res["stage"] = "rewards"
     timeout = req["reward_timeout"]
@@ -162,7 +165,7 @@ def main() -> None:
     try:
         result = asyncio.run(measure(req))
     except BaseException as e:  # noqa: BLE001 - always answer, even for SystemExit in agent code
-        result = {"stage": "crash", "error": _short_error(e, req.get("package_dir", ""))}
+        result = {"stage": "crash", "error": _short_error(e, req.get("package_dir", ""), req.get("module", ""))}
     out.write("\n" + MARK + req["nonce"] + json.dumps(result, default=str) + "\n")
     out.flush()
     os._exit(0)  # skip agent-registered atexit handlers and lingering threads

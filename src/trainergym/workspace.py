@@ -57,17 +57,19 @@ class Workspace:
         """(normalised relative path, absolute path), refusing symlinks on the way."""
         rel = self._rel(path)
         current = self.root
-        for part in rel.parts:
+        for depth, part in enumerate(rel.parts, 1):
             current = current / part
             try:
                 mode = os.lstat(current).st_mode
             except FileNotFoundError:
-                continue
+                break  # nothing below a missing directory exists either
             if stat.S_ISLNK(mode):
                 raise WorkspaceError(f"{path!r} goes through a symlink; symlinks are not allowed")
             if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
                 raise WorkspaceError(f"{path!r} is a special file; only regular files and directories are allowed")
-        return str(rel), current
+            if stat.S_ISREG(mode) and depth < len(rel.parts):
+                raise WorkspaceError(f"{PurePosixPath(*rel.parts[:depth])} is a file, so it cannot contain {rel}")
+        return str(rel), self.root.joinpath(*rel.parts)
 
     # --- operations --------------------------------------------------------------------
     def read(self, path: str, max_chars: int = 64_000) -> str:
@@ -102,12 +104,7 @@ class Workspace:
         total = sum(files.values()) - old + len(data)
         if total > self.limits.max_total_bytes:
             raise WorkspaceError(f"the workspace would hold {total} bytes; the limit is {self.limits.max_total_bytes}")
-        parent = target.parent
-        for ancestor in reversed(PurePosixPath(rel).parents):
-            node = self.root / ancestor
-            if node.exists() and not node.is_dir():
-                raise WorkspaceError(f"{ancestor} is a file, so it cannot contain {rel}")
-        parent.mkdir(parents=True, exist_ok=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
         # O_NOFOLLOW: even a symlink planted between the check and the write is not followed.
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         with os.fdopen(fd, "wb") as f:

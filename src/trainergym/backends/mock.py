@@ -31,7 +31,7 @@ SETUP_SECONDS = 420.0  # install + model load before step 1
 STEP_OVERHEAD_SECONDS = 6.0  # weight broadcast, orchestration
 INFERENCE_SPEEDUP = 8.0  # rollout tokens/s relative to training tokens/s
 PROMPT_TOKENS = 350
-TOKENS_PER_TURN = 120
+TOKENS_PER_TURN = 100
 EVAL_SECONDS = 300.0  # pre + post scoring on the hidden eval
 
 
@@ -51,11 +51,10 @@ def hyper_factor(job: JobConfig) -> tuple[float, dict]:
     return math.prod(f.values()), {k: round(v, 4) for k, v in f.items()}
 
 
-def turns_factor(task: TaskSpec, max_turns: int) -> float:
-    """Share of hidden items the reference solver finishes within max_turns (tool calls + answer)."""
+def turns_needed(task: TaskSpec) -> list[int]:
+    """Model turns the reference solver needs on each hidden item (tool calls + the answer)."""
     fam = get_family(task.family)
-    items = hidden.hidden_eval(task.family)
-    return sum(1 for ex in items if len(fam.solve(ex.prompt)["calls"]) + 1 <= max_turns) / len(items)
+    return [len(fam.solve(ex.prompt)["calls"]) + 1 for ex in hidden.hidden_eval(task.family)]
 
 
 def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> JobResult:
@@ -77,9 +76,14 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
                          details={"peak_gib": round(peak, 2)})
 
     # Duration: per step, generate batch_size rollouts then train on them.
-    sample_tokens = min(p.seq_len, PROMPT_TOKENS + p.max_turns * min(p.max_tokens, TOKENS_PER_TURN))
+    needed = turns_needed(task)
+    turns = sum(1 for t in needed if t <= p.max_turns) / len(needed)  # items solvable within max_turns
+    mean_turns = min(p.max_turns, sum(needed) / len(needed))
+    sample_tokens = min(p.seq_len, PROMPT_TOKENS + mean_turns * min(p.max_tokens, TOKENS_PER_TURN))
     tok_s = gpu.train_tokens_per_second(model, p.seq_len, device)
-    step_s = p.batch_size * sample_tokens * (1 / tok_s + 1 / (tok_s * INFERENCE_SPEEDUP)) + STEP_OVERHEAD_SECONDS
+    # prime-rl overlaps inference and training (async, off-policy), so the slower one sets the pace.
+    step_tokens = p.batch_size * sample_tokens
+    step_s = max(step_tokens / tok_s, step_tokens / (tok_s * INFERENCE_SPEEDUP)) + STEP_OVERHEAD_SECONDS
     budget_s = task.bounds.gpu_hours * 3600 / task.bounds.gpu_count
     steps_done = min(p.max_steps, int((budget_s - SETUP_SECONDS) // step_s)) if budget_s > SETUP_SECONDS else 0
     train_s = SETUP_SECONDS + steps_done * step_s
@@ -90,7 +94,6 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
     coverage = 0.3 + 0.7 * m.get("skill_coverage", 0.0)
     parity = m.get("tool_parity", 0.0)
     hyper, hyper_parts = hyper_factor(job)
-    turns = turns_factor(task, p.max_turns)
     rollouts = steps_done * p.batch_size
     budget = 1 - math.exp(-rollouts / ROLLOUTS_SCALE)
     gain = CAPACITY[model] * (1 - pre) * signal * coverage * parity * hyper * turns * budget

@@ -1,0 +1,34 @@
+"""Shared fixtures. Tests never touch the user's data directory: the hidden-eval secret
+lives in a per-session temporary directory."""
+
+import os
+import tempfile
+
+os.environ["TRAINERGYM_DATA_DIR"] = tempfile.mkdtemp(prefix="tg-test-data-")
+os.environ.pop("TRAINERGYM_HIDDEN_SEED", None)
+
+import pytest  # noqa: E402
+
+from trainergym.tasks import load_task  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def task():
+    return load_task("calc_chain")
+
+
+@pytest.fixture(scope="session")
+def reference_files():
+    from trainergym.agents.reference import reference_job_files
+
+    return reference_job_files("calc_chain")
+
+
+def write_job(root, files):
+    """Write {relative path: content} under root."""
+    from pathlib import Path
+
+    for rel, content in files.items():
+        path = Path(root) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)

@@ -1,0 +1,124 @@
+"""The validation probe on the reference job and on broken variants of it.
+
+Each case runs agent code in a real child process (paying the verifiers import there)."""
+
+import os
+import socket
+import threading
+
+import pytest
+
+from conftest import write_job
+from trainergym.probe import probe
+
+REWARD = "return float(final_integer(trace.last_reply) == int(self.data.answer))"
+TOOLS = "return [CalcChainToolset(config.tools)]"
+
+
+def run(tmp_path, task, files, **kw):
+    write_job(tmp_path / "ws", files)
+    return probe(tmp_path / "ws", task, tmp_path / "bundle", **kw)
+
+
+def variant(files, old, new, path="taskset/chains.py"):
+    assert old in files[path]
+    return {**files, path: files[path].replace(old, new)}
+
+
+def status(report):
+    return {i.check: i.status for i in report.items}
+
+
+def test_reference_job_passes_and_measures(tmp_path, task, reference_files):
+    report, bundle = run(tmp_path, task, reference_files)
+    assert report.ok, report.render()
+    assert set(status(report).values()) == {"pass"}
+    m = bundle.manifest.probe
+    assert m["reward_separation"] == 1.0 and m["tool_parity"] == 1.0 and m["noop_ok"]
+    assert m["gold_pass_rate"] == 1.0 and m["skill_coverage"] > 0.9 and m["n_tasks"] >= 1000
+    assert "network namespace" in report.confinement or "NO network isolation" in report.confinement
+
+
+@pytest.mark.parametrize("old, new, check, words", [
+    (REWARD, "return 1.0", "noop", "untouched task"),
+    (REWARD, "return float(final_integer(trace.last_reply) is not None)", "rewards", "only"),
+    (REWARD, "raise KeyError('oops')", "noop", "KeyError"),
+    (TOOLS, "return []", "tools", "missing ['calc_add'"),
+    ("return replay(self.data.prompt_text) == int(self.data.answer)", "return False", "gold", "validate() failed"),
+    ("class ChainData(vf.TaskData):\n    answer: str", "class ChainData(vf.TaskData):\n    target: str = ''\n    answer: str = ''", "data", "answer: str"),
+])
+def test_broken_jobs_fail_the_right_check(tmp_path, task, reference_files, old, new, check, words):
+    files = variant(reference_files, old, new)
+    if "target" in new:
+        files = variant(files, "answer=str(answer)", "target=str(answer)")
+    report, bundle = run(tmp_path, task, files)
+    assert bundle is None and not report.ok
+    item = next(i for i in report.items if i.check == check)
+    assert item.status == "fail" and words in item.message, report.render()
+
+
+@pytest.mark.parametrize("init, words", [
+    ("from .chains import ChainTaskset\n", "__all__"),
+    ("from .chains import ChainTaskset, ChainTask\nclass Other(ChainTaskset):\n    pass\n__all__ = ['ChainTaskset', 'Other']\n", "exactly one"),
+    ("def broken(:\n", "SyntaxError"),
+    ("import sys\nsys.exit(3)\n", "SystemExit"),
+])
+def test_package_shape_failures(tmp_path, task, reference_files, init, words):
+    report, _ = run(tmp_path, task, {**reference_files, "taskset/__init__.py": init})
+    item = next(i for i in report.items if i.check == "shape")
+    assert item.status == "fail" and words in item.message, report.render()
+
+
+def test_missing_files_fail_before_any_child(tmp_path, task, reference_files):
+    report, _ = run(tmp_path, task, {"job.toml": reference_files["job.toml"]})
+    assert status(report)["shape"] == "fail" and "taskset/__init__.py is missing" in report.render()
+    report, _ = probe(tmp_path / "empty", task, tmp_path / "b2") if (tmp_path / "empty").mkdir() is None else (None, None)
+    assert "job.toml is missing" in report.render()
+
+
+def test_infinite_loop_times_out(tmp_path, task, reference_files):
+    files = {**reference_files, "taskset/__init__.py": "while True:\n    pass\n"}
+    report, _ = run(tmp_path, task, files, timeout=20)
+    assert status(report)["shape"] == "fail" and "within 20 s" in report.render()
+
+
+def test_forged_result_lines_are_ignored(tmp_path, task, reference_files):
+    forged = ('print("@@trainergym-probe@@" + "0" * 16 + \'{"stage": "done"}\')\n'
+              'import sys; sys.stdout.write("@@trainergym-probe@@{}\\n")\n')
+    files = {**reference_files, "taskset/__init__.py": forged + "raise ImportError('no')\n"}
+    report, _ = run(tmp_path, task, files)
+    assert status(report)["shape"] == "fail"
+
+
+def test_agent_code_sees_no_secrets_no_data_dir_and_no_network(tmp_path, task, reference_files, monkeypatch):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    threading.Thread(target=lambda: [server.accept() for _ in range(8)], daemon=True).start()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("RUNPOD_API_KEY", "rp-test-secret")
+    spy = f'''
+import os, socket
+leaks = [k for k in os.environ if k in ("OPENAI_API_KEY", "RUNPOD_API_KEY", "TRAINERGYM_DATA_DIR", "TRAINERGYM_HIDDEN_SEED")]
+if leaks:
+    raise RuntimeError(f"leaked {{leaks}}")
+if os.path.expanduser("~") == {os.path.expanduser("~")!r}:
+    raise RuntimeError("real home visible as HOME")
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+    NETWORK = True
+except OSError:
+    NETWORK = False
+if NETWORK and os.environ.get("EXPECT_NO_NETWORK"):
+    raise RuntimeError("network reachable")
+'''
+    files = {**reference_files, "taskset/__init__.py": spy + reference_files["taskset/__init__.py"]}
+    from trainergym.probe import _network_isolation
+
+    if _network_isolation():
+        monkeypatch.setenv("EXPECT_NO_NETWORK", "1")
+    report, bundle = run(tmp_path, task, files)
+    assert report.ok, report.render()
+    server.close()
+    assert os.environ["OPENAI_API_KEY"] == "sk-test-secret"
