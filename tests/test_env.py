@@ -1,0 +1,138 @@
+import asyncio
+import json
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import trainergym
+from trainergym import AsyncTrainerEnv, TrainerEnv
+from trainergym.agents import make_agent, run_episode
+
+
+def test_registered_and_passes_gymnasium_checker():
+    env = gym.make(trainergym.ENV_ID)
+    check_env(env.unwrapped)
+    env.close()
+
+
+def test_tool_schemas_are_openai_functions():
+    schemas = AsyncTrainerEnv().tool_schemas
+    assert [s["function"]["name"] for s in schemas] == ["read_file", "write_file", "edit_file", "list_files",
+                                                          "get_baseline_scores", "submit_job"]
+    for s in schemas:
+        assert s["type"] == "function" and s["function"]["parameters"]["type"] == "object"
+    edit = next(s for s in schemas if s["function"]["name"] == "edit_file")["function"]["parameters"]
+    assert edit["required"] == ["path", "old_string", "new_string"]
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    env = TrainerEnv(runs_dir=runs)
+    obs, info = env.reset(seed=1, options={"family": "calc_chain"})
+    agent = make_agent("reference")
+    agent.reset(obs, info)
+    steps = []
+    while True:
+        step = env.step(agent.act(obs, info))
+        steps.append(step)
+        obs, reward, terminated, truncated, info = step
+        if terminated or truncated:
+            break
+    yield env, steps
+    env.close()
+
+
+def test_reference_episode_validates_first_try_and_ends_with_reward(reference_run):
+    env, steps = reference_run
+    obs, reward, terminated, truncated, info = steps[-1]
+    assert terminated and not truncated
+    r = info["reward_breakdown"]
+    assert r["validation"] == 1.0 and r["attempts"] == 1 and r["job_status"] == "succeeded"
+    assert reward == pytest.approx(r["total"]) and reward > 0.35
+    assert info["result"]["source"] == "surrogate"
+    assert all(s[1] == 0.0 for s in steps[:-1])  # reward only at the end
+    assert "[surrogate]" in obs and "VALID" in obs
+    first = steps[0][4]
+    assert first["tool"] == ["list_files"] and first["ok"] and first["turns_left"] == 39 and first["attempts_left"] == 3
+
+
+def test_run_directory_holds_the_record(reference_run):
+    env, steps = reference_run
+    run = env.inner.run_path
+    rows = [json.loads(line) for line in (run / "trajectory.jsonl").read_text().splitlines()]
+    assert rows[0]["event"] == "reset" and len(rows) == len(steps) + 1
+    assert (run / "workspace" / "taskset" / "chains.py").is_file()
+    manifest = json.loads((run / "manifest.json").read_text())
+    result = json.loads((run / "result.json").read_text())
+    assert manifest["content_hash"] == result["content_hash"] and manifest["probe"]["reward_separation"] == 1.0
+
+
+def test_step_after_the_end_and_before_reset_do_not_raise(reference_run):
+    env, _ = reference_run
+    obs, reward, terminated, _, info = env.step({"name": "list_files", "arguments": {}})
+    assert terminated and reward == 0.0 and "reset" in obs
+    fresh = TrainerEnv()
+    obs, *_ = fresh.step("anything")
+    assert "reset" in obs
+    fresh.close()
+
+
+def test_naive_exhausts_attempts_with_cached_identical_resubmissions():
+    async def go():
+        env = AsyncTrainerEnv()
+        info = await run_episode(env, make_agent("naive"), options={"task": Path(__file__).parents[1] / "examples/tasks/calc_chain.toml"})
+        ep = env.episode
+        assert ep.attempts == 3 and ep.valid_on_attempt is None and info["attempts_left"] == 0
+        assert info["reward_breakdown"]["total"] == 0.0  # parseable but never valid
+        last = ep.trajectory[-1]["observation"]
+        assert "byte-identical" in last and "No attempts left" in last
+        env.close()
+    asyncio.run(go())
+
+
+def test_max_turns_truncates_and_no_submission_scores_minus_point_one(tmp_path):
+    task = tmp_path / "t.toml"
+    task.write_text('family = "calc_chain"\nmax_turns = 3\n')
+    env = TrainerEnv(task=task)
+    env.reset()
+    env.step({"name": "write_file", "arguments": {"path": "job.toml", "content": "not toml ["}})
+    env.step("garbage")
+    obs, reward, terminated, truncated, info = env.step("<tool_call>{\"name\": \"list_files\"}</tool_call>")
+    assert truncated and not terminated and "Out of turns" in obs
+    assert reward == -0.1 and info["reward_breakdown"]["note"] == "no parseable submission"
+    env.close()
+
+
+def test_several_calls_in_one_message_run_in_order():
+    env = TrainerEnv()
+    env.reset()
+    text = ('<tool_call>{"name": "write_file", "arguments": {"path": "notes.md", "content": "hi"}}</tool_call>'
+            '<tool_call>{"name": "read_file", "arguments": {"path": "notes.md"}}</tool_call>'
+            '<tool_call>{"name": "nope", "arguments": {}}</tool_call>')
+    obs, reward, terminated, truncated, info = env.step(text)
+    assert info["tool"] == ["write_file", "read_file", "nope"] and not info["ok"]
+    assert "[read_file] hi" in obs and "unknown tool 'nope'" in obs and info["turns_left"] == 39
+    env.close()
+
+
+def test_get_baseline_scores_has_provenance():
+    env = TrainerEnv()
+    env.reset()
+    obs, *_ = env.step({"name": "get_baseline_scores", "arguments": {}})
+    data = json.loads(obs)
+    assert data["best_pre"] == 0.742 and data["best_model"] == "Qwen/Qwen3-1.7B"
+    assert {row["source"] for row in data["scores"]} == {"reported", "surrogate"}
+    env.close()
+
+
+def test_reset_with_a_taskspec_object_and_unknown_family():
+    env = AsyncTrainerEnv()
+    spec = trainergym.load_task("calc_chain").model_copy(update={"max_turns": 7})
+    obs, info = asyncio.run(env.reset(options={"task": spec}))
+    assert info["turns_left"] == 7 and "calc_add" in obs
+    with pytest.raises(KeyError):
+        asyncio.run(env.reset(options={"family": "nope"}))
+    env.close()

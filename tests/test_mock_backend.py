@@ -1,0 +1,93 @@
+import asyncio
+
+import pytest
+
+from conftest import write_job
+from trainergym.backends import Backend, make_backend
+from trainergym.backends.mock import MockBackend, simulate
+from trainergym.gpu import fits, gpu, peak_memory_gib
+from trainergym.job import build_bundle, parse_job
+from trainergym.tasks import load_task
+
+GOOD = {"n_tasks": 2000, "reward_separation": 1.0, "noop_ok": True, "gold_pass_rate": 1.0, "skill_coverage": 1.0, "tool_parity": 1.0}
+
+
+@pytest.fixture
+def bundle_for(tmp_path, task, reference_files):
+    def make(probe=GOOD, **prime_rl):
+        text = reference_files["job.toml"]
+        job, _ = parse_job(text)
+        job = job.model_copy(update={"prime_rl": job.prime_rl.model_copy(update=prime_rl)})
+        write_job(tmp_path / "ws", reference_files)
+        b = build_bundle(tmp_path / "ws", tmp_path / f"b{len(list(tmp_path.iterdir()))}", job, task)
+        b.manifest.probe = dict(probe)
+        return b
+    return make
+
+
+def test_mock_is_a_backend():
+    assert isinstance(make_backend("mock"), Backend)
+    with pytest.raises(ValueError):
+        make_backend("nope")
+
+
+def test_deterministic_given_seed_and_labelled_surrogate(bundle_for, task):
+    b = bundle_for()
+    r1, r2 = simulate(b, task, 1, gpu("A40")), simulate(b, task, 1, gpu("A40"))
+    assert r1.post == r2.post and r1.source == "surrogate" and r1.status == "succeeded"
+    assert len({simulate(b, task, s, gpu("A40")).post for s in range(8)}) > 1  # seeded noise
+    assert r1.post * r1.eval_n == pytest.approx(round(r1.post * r1.eval_n))  # k/n
+
+
+def mean_post(b, task, model_seeds=range(10)):
+    return sum(simulate(b, task, s, gpu("A40")).post for s in model_seeds) / len(model_seeds)
+
+
+def test_outcome_depends_on_what_the_job_contains(bundle_for, task):
+    good = mean_post(bundle_for(), task)
+    pays_for_nothing = mean_post(bundle_for({**GOOD, "reward_separation": 0.0}), task)
+    no_tools = mean_post(bundle_for({**GOOD, "tool_parity": 0.0}), task)
+    narrow = mean_post(bundle_for({**GOOD, "skill_coverage": 0.1}), task)
+    bad_lr = mean_post(bundle_for(lr=1e-4), task)
+    tiny = mean_post(bundle_for(max_steps=2, scheduler="constant"), task)
+    pre = 0.742
+    assert good > pre + 0.05
+    assert pays_for_nothing < pre  # rewards that pay for nothing make the model worse
+    assert no_tools < good and narrow < good and tiny < good and bad_lr < good
+    assert bad_lr < pre
+
+
+def test_weaker_model_and_short_turns_learn_less(bundle_for, task, reference_files):
+    small = bundle_for()
+    small.job = small.job.model_copy(update={"job": small.job.job.model_copy(update={"base_model": "Qwen/Qwen3-0.6B"})})
+    assert simulate(small, task, 0, gpu("A40")).pre < simulate(bundle_for(), task, 0, gpu("A40")).pre
+    assert mean_post(bundle_for(max_turns=2), task) < mean_post(bundle_for(), task)
+
+
+def test_out_of_memory_crashes_and_budget_caps_steps(bundle_for, task):
+    # calibration: 1.7B at 8192 peaks at 26.9 GiB with AdamW on the GPU, 0.81x that offloaded
+    assert peak_memory_gib("Qwen/Qwen3-1.7B", 8192) == pytest.approx(26.91 * 9.54 / 11.76)
+    assert not fits("Qwen/Qwen3-1.7B", 16384, gpu("RTX 4090")) and fits("Qwen/Qwen3-1.7B", 16384, gpu("A40"))
+    assert fits("Qwen/Qwen3-0.6B", 8192, gpu("RTX 4090"))
+    r = simulate(bundle_for(seq_len=16384), task, 0, gpu("RTX 4090"))
+    assert r.status == "failed" and r.failure_reason == "out of memory" and r.post is None
+    long = simulate(bundle_for(max_steps=300), task, 0, gpu("A40"))
+    assert long.steps_done < 300 and long.train_seconds <= task.bounds.gpu_hours * 3600 / task.bounds.gpu_count
+
+
+def test_protocol_submit_result_cancel_and_reuse(bundle_for, task):
+    async def go():
+        backend = MockBackend(seed=3, latency=0.05)
+        b = bundle_for()
+        h = await backend.submit(b, task)
+        r = await backend.result(h)
+        h2 = await backend.submit(b, task)  # byte-identical: reused
+        assert (await backend.result(h2)).post == r.post
+        with pytest.raises(TimeoutError):
+            await backend.result(h, timeout=0.001)
+        slow = MockBackend(latency=1)
+        h3 = await slow.submit(b, task)
+        await slow.cancel(h3)
+        await slow.cancel(h3)  # idempotent
+        assert (await slow.result(h3)).status == "cancelled"
+    asyncio.run(go())
