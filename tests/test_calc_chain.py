@@ -20,11 +20,11 @@ def test_same_seed_same_items_different_seed_different_items():
 def test_difficulty_knobs_and_skill_tags():
     for level, (lo, hi, digits, ops) in items.DIFFICULTY.items():
         for row in fam.generate("knobs", 30, difficulty=level):
-            calls = fam.solve(row["prompt"])["calls"]
+            calls = fam.solve(row)["calls"]
             assert lo <= len(calls) <= hi
             assert {c["tool"].removeprefix("calc_") for c in calls} <= set(ops)
             assert set(row["skills"]) <= set(fam.SKILL_TAGS) and row["skills"]
-    assert min(len(fam.solve(r["prompt"])["calls"]) for r in fam.generate("x", 50, difficulty=3)) >= 3
+    assert min(len(fam.solve(r)["calls"]) for r in fam.generate("x", 50, difficulty=3)) >= 3
 
 
 def test_checker_normalisation():
@@ -41,7 +41,7 @@ def test_checker_normalisation():
 
 def test_reference_solver_is_correct_on_dev_and_hidden_items():
     for ex in fam.dev_examples() + [e.model_dump() for e in hidden.hidden_eval("calc_chain")]:
-        sol = fam.solve(ex["prompt"])
+        sol = fam.solve(ex)
         assert fam.check(sol["reply"], ex["answer"])
         # the trajectory is a chain: every call takes the previous result
         for prev, call in zip(sol["calls"], sol["calls"][1:]):
@@ -50,7 +50,7 @@ def test_reference_solver_is_correct_on_dev_and_hidden_items():
 
 def test_every_distractor_fails_the_checker():
     for ex in hidden.hidden_eval("calc_chain")[:100]:
-        ds = fam.distractors(ex.prompt)
+        ds = fam.distractors(ex.model_dump())
         assert len(ds) >= 3
         assert not any(fam.check(d["reply"], ex.answer) for d in ds)
 
@@ -114,7 +114,7 @@ def test_family_taskset_model_free_validation():
         for t in tasks:
             assert await t.validate(None) is True
             assert (await _score(vf, t, [], None, 5))["reward"] == 0.0  # untouched
-            sol = fam.solve(t.data.prompt_text)
+            sol = fam.solve({"prompt": t.data.prompt_text})
             assert (await _score(vf, t, sol["calls"], sol["reply"], 5))["reward"] == 1.0
 
     asyncio.run(check())

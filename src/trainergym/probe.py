@@ -155,8 +155,9 @@ def _probe_request(task: TaskSpec) -> dict:
     fam = get_family(task.family)
     items = []
     for ex in hidden.probe_items(task.family):
-        items.append({"prompt": ex.prompt, "answer": ex.answer, "reference": fam.solve(ex.prompt),
-                      "distractors": fam.distractors(ex.prompt)})
+        row = ex.model_dump()
+        items.append({"prompt": ex.prompt, "answer": ex.answer, "world": ex.world, "reference": fam.solve(row),
+                      "distractors": fam.distractors(row)})
     return {"probe_items": items, "max_tasks": 5000, "sample_size": 400, "gold_tasks": 5, "reward_timeout": 10.0}
 
 

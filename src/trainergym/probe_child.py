@@ -144,8 +144,10 @@ async def measure(req: dict) -> dict:
 
     separation = []
     base = tasks[0]
+    has_world = "world" in data_fields
     for item in req["probe_items"]:
-        task = base.with_data(prompt=item["prompt"], answer=item["answer"])
+        update = {"prompt": item["prompt"], "answer": item["answer"]} | ({"world": item["world"]} if has_world else {})
+        task = base.with_data(**update)
         ref = item["reference"]
         row = {"reference": await _score(vf, task, ref["calls"], ref["reply"], timeout), "distractors": []}
         for d in item["distractors"]:

@@ -23,8 +23,11 @@ ALLOWED_BASE_MODELS = ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B")
 class Family(Protocol):
     """What a family module provides (see envs/calc_chain/calc_chain/family.py).
 
-    Items are plain dicts `{id, prompt, answer, skills, difficulty}` so families need not
-    depend on trainergym; trajectories are `{calls: [{tool, arguments, result}], reply}`.
+    Items are plain dicts `{id, prompt, answer, skills, difficulty, world}` so families need
+    not depend on trainergym. `world` is the per-item state the eval tools answer from (a JSON
+    object; empty when the tools are stateless); a job's TaskData carries it in a `world`
+    field, from which the eval Toolset's `setup_task` reads it. Trajectories are
+    `{calls: [{tool, arguments, result}], reply}`.
     """
 
     ID: str
@@ -32,15 +35,17 @@ class Family(Protocol):
     HELD_OUT: bool
     TEACH: str
     ANSWER: str
+    WORLD: str | None  # what an item's `world` holds, for the agent; None if tools are stateless
     EVAL_TOOLS: list[dict]
     EVAL_TOOLSET: str
     SKILL_TAGS: tuple[str, ...]
+    DIFFICULTY_LEVELS: tuple[int, ...]  # easiest first; the hardest needs >= 3 dependent tool calls
     REFERENCE_JOB: Path
 
     def generate(self, seed: int | str, n: int, namespace: str = "public", difficulty: int | None = None) -> list[dict]: ...
     def check(self, reply: str, answer: str) -> bool: ...
-    def solve(self, prompt: str) -> dict: ...
-    def distractors(self, prompt: str) -> list[dict]: ...
+    def solve(self, item: dict) -> dict: ...
+    def distractors(self, item: dict) -> list[dict]: ...
     def tag_text(self, text: str) -> set[str]: ...
     def dev_examples(self) -> list[dict]: ...
 
@@ -93,6 +98,7 @@ class Example(BaseModel):
     answer: str
     skills: list[str] = []
     difficulty: int = 1
+    world: dict = {}
 
 
 class TaskSpec(BaseModel):
@@ -103,6 +109,7 @@ class TaskSpec(BaseModel):
     title: str
     teach: str
     answer_format: str
+    world: str | None = Field(None, description="what each task's `world` field holds, when the eval tools need one")
     bounds: Bounds = Bounds()
     eval_tools: list[dict] = Field(description="OpenAI function schemas of the eval tool interface")
     eval_toolset: str = Field(description="import path of the eval Toolset (module:Class)")
@@ -132,6 +139,7 @@ def family_task(family_id: str) -> dict[str, Any]:
         "title": fam.TITLE,
         "teach": fam.TEACH,
         "answer_format": fam.ANSWER,
+        "world": getattr(fam, "WORLD", None),
         "eval_tools": fam.EVAL_TOOLS,
         "eval_toolset": fam.EVAL_TOOLSET,
         "dev_examples": fam.dev_examples(),

@@ -172,6 +172,9 @@ def lay_out(root: Path, task, limits: Limits = Limits()) -> Workspace:
         max_steps=b.max_steps, seq_len=b.seq_len, batch_size=b.batch_size, group_size=b.group_size,
         max_tokens=b.max_tokens, max_turns=b.max_turns, gpu_count=b.gpu_count, gpu=b.gpu, gpu_hours=b.gpu_hours,
         attempts=task.max_submit_attempts, max_turns_episode=task.max_turns,
+        world_note="" if task.world is None else (
+            "- The eval tools answer from a per-task **world**: your TaskData needs a `world: dict` field "
+            f"holding it. {task.world}\n"),
     )
     ws = Workspace(root, readonly=set(READ_ONLY), limits=limits)
     for name, content in (("INSTRUCTIONS.md", text), ("eval_tools.json", json.dumps(task.eval_tools, indent=2)),

@@ -5,7 +5,7 @@ A family is a module with these names; trainergym reads them without importing v
 
 from pathlib import Path
 
-from calc_chain.items import ANSWER_FORMAT, SKILL_TAGS, check, distractors, generate, solve, tag_text
+from calc_chain.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text
 
 ID = "calc_chain"
 TITLE = "Chained arithmetic"
@@ -17,6 +17,7 @@ TEACH = (
     "tools once per step and carry each result forward exactly."
 )
 ANSWER = ANSWER_FORMAT
+WORLD = None  # the tools need no per-task state (see trainergym.tasks.Family.WORLD)
 REFERENCE_JOB = Path(__file__).parent / "reference_job"
 
 
@@ -53,6 +54,6 @@ def dev_examples() -> list[dict]:
 
 
 __all__ = [
-    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
-    "SKILL_TAGS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
+    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
 ]

@@ -34,6 +34,7 @@ DIFFICULTY = {
 }
 
 SKILL_TAGS = (*OPS, "long_chain", "big_operands", "negative_intermediate")
+DIFFICULTY_LEVELS = tuple(DIFFICULTY)
 
 ANSWER_FORMAT = "Finish with a line `Answer: <integer>` (digits, optional leading minus sign)."
 
@@ -90,6 +91,7 @@ class Item:
             "answer": str(self.answer),
             "skills": list(self.skills),
             "difficulty": self.difficulty,
+            "world": {},  # calc_chain's tools are stateless
         }
 
 
@@ -188,9 +190,10 @@ def check(reply: str, answer: str) -> bool:
     return got is not None and got == int(answer)
 
 
-def solve(prompt: str) -> dict:
-    """The reference solver: one calculator call per step, each fed the previous result."""
-    item = parse(prompt)
+def solve(row: dict) -> dict:
+    """The reference solver: one calculator call per step, each fed the previous result.
+    Reads only the item's prompt, as a model would."""
+    item = parse(row["prompt"])
     calls, value = [], item.start
     for op, x in item.steps:
         result = apply(op, value, x)
@@ -199,9 +202,9 @@ def solve(prompt: str) -> dict:
     return {"calls": calls, "reply": f"Answer: {value}"}
 
 
-def distractors(prompt: str) -> list[dict]:
+def distractors(row: dict) -> list[dict]:
     """Plausible wrong answers, each labelled by the mistake that produces it."""
-    item = parse(prompt)
+    item = parse(row["prompt"])
     values = item.values
     answer = values[-1]
     candidates = [

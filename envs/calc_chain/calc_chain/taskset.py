@@ -34,7 +34,7 @@ class CalcChainTask(vf.Task[CalcChainData, vf.State, CalcChainTaskConfig]):
         return float(items.check(trace.last_reply, self.data.answer))
 
     async def validate(self, runtime) -> bool:
-        return items.check(items.solve(self.data.prompt_text)["reply"], self.data.answer)
+        return items.check(items.solve({"prompt": self.data.prompt_text})["reply"], self.data.answer)
 
 
 class CalcChainConfig(vf.TasksetConfig):

@@ -54,7 +54,7 @@ def hyper_factor(job: JobConfig) -> tuple[float, dict]:
 def turns_needed(task: TaskSpec) -> list[int]:
     """Model turns the reference solver needs on each hidden item (tool calls + the answer)."""
     fam = get_family(task.family)
-    return [len(fam.solve(ex.prompt)["calls"]) + 1 for ex in hidden.hidden_eval(task.family)]
+    return [len(fam.solve(ex.model_dump())["calls"]) + 1 for ex in hidden.hidden_eval(task.family)]
 
 
 def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> JobResult:

@@ -1,0 +1,1 @@
+ID = "dispatch"  # placeholder: the family is being written

@@ -1,0 +1,1 @@
+ID = "ledger"  # placeholder: the family is being written

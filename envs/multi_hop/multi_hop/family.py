@@ -1,0 +1,1 @@
+ID = "multi_hop"  # placeholder: the family is being written

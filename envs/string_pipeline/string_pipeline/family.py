@@ -1,0 +1,1 @@
+ID = "string_pipeline"  # placeholder: the family is being written

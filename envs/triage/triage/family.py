@@ -1,0 +1,1 @@
+ID = "triage"  # placeholder: the family is being written
