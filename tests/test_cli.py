@@ -30,6 +30,23 @@ def test_reference_beats_naive_by_point_two_for_seeds_1_to_5(tmp_path):
             assert (run / name).is_file()
 
 
+@pytest.mark.parametrize("family", ["multi_hop", "string_pipeline", "ledger", "dispatch", "triage"])
+def test_reference_beats_naive_on_every_family(tmp_path, family):
+    ref = json.loads(episode(tmp_path, "--family", family, "--agent", "reference", "--json"))
+    naive = json.loads(episode(tmp_path, "--family", family, "--agent", "naive", "--json"))
+    assert ref["attempts"] == 1 and ref["reward"]["validation"] == 1.0, ref
+    assert ref["reward"]["total"] - naive["reward"]["total"] >= 0.2, (ref["reward"], naive["reward"])
+
+
+def test_families_lists_held_out_and_baselines(tmp_path):
+    out = subprocess.run([str(BIN), "families", "--json"], capture_output=True, text=True, cwd=ROOT)
+    rows = {r["id"]: r for r in json.loads(out.stdout)["families"]}
+    assert rows["triage"]["held_out"] and not rows["calc_chain"]["held_out"]
+    assert {b["source"] for r in rows.values() for b in r["baselines"]} <= {"reported", "measured", "surrogate"}
+    table = subprocess.run([str(BIN), "families"], capture_output=True, text=True, cwd=ROOT).stdout
+    assert "triage" in table and "0.742" in table
+
+
 def test_table_output_says_where_figures_come_from(tmp_path):
     out = episode(tmp_path, "--task", str(ROOT / "examples/tasks/calc_chain.toml"))
     for term in ("validation", "post (hidden eval)", "uplift", "job quality", "speed", "total", "surrogate"):

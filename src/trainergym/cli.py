@@ -75,5 +75,30 @@ def episode(
     console.print(f"run written to {env.run_path}")
 
 
+@app.command("families")
+def list_families(as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+    """List the installed task families with held-out flags and untrained baselines."""
+    from trainergym import baselines
+    from trainergym.tasks import families
+
+    rows = []
+    for fid, fam in sorted(families().items()):
+        rows.append({"id": fid, "title": fam.TITLE, "held_out": fam.HELD_OUT,
+                     "baselines": [b.model_dump(exclude_none=True) for b in baselines.for_family(fid)]})
+    if as_json:
+        print(json.dumps({"families": rows}))
+        return
+    table = Table(title="task families")
+    for col in ("family", "title", "held out", "best_pre", "per model (source, n)"):
+        table.add_column(col)
+    for row in rows:
+        bs = row["baselines"]
+        best = max(bs, key=lambda b: b["score"]) if bs else None
+        table.add_row(row["id"], row["title"], "yes" if row["held_out"] else "",
+                      f"{best['score']:.3f}" if best else "-",
+                      "\n".join(f"{b['model']}: {b['score']:.3f} ({b['source']}, n={b['n']})" for b in bs))
+    console.print(table)
+
+
 if __name__ == "__main__":
     app()
