@@ -18,3 +18,4 @@ def test_probe_items_are_fresh_but_stable():
     a = hidden.probe_items("calc_chain")
     assert a == hidden.probe_items("calc_chain") and len(a) == 8
     assert not {e.prompt for e in a} & {e.prompt for e in hidden.hidden_eval("calc_chain")}
+

@@ -7,16 +7,20 @@ uplift is measured against.
 from __future__ import annotations
 
 import functools
+import math
 import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 BASELINES_FILE = Path(__file__).parent / "data" / "baselines.toml"
 
 
 class Baseline(BaseModel):
+    """One untrained model's hidden-eval score. `measured` rows also record when, on which
+    stack and with which backend; `ci95` defaults to the Wilson interval of a k/n score."""
+
     family: str
     model: str
     score: float
@@ -24,7 +28,25 @@ class Baseline(BaseModel):
     source: Literal["reported", "measured", "surrogate"]
     note: str = ""
     date: str | None = None
+    stack: str | None = None
+    backend: str | None = None
     ci95: tuple[float, float] | None = None
+
+    @model_validator(mode="after")
+    def _provenance(self) -> Baseline:
+        if self.source == "measured" and not (self.date and self.stack and self.backend):
+            raise ValueError(f"measured baseline {self.family}/{self.model} needs date, stack and backend")
+        if self.ci95 is None and self.n > 0 and self.source != "surrogate":
+            self.ci95 = wilson_interval(self.score, self.n)
+        return self
+
+
+def wilson_interval(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion p observed on n items."""
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return round(max(0.0, centre - half), 4), round(min(1.0, centre + half), 4)
 
 
 @functools.cache
