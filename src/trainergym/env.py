@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import string
 import tempfile
 import time
 import uuid
@@ -31,6 +32,7 @@ from gymnasium import spaces
 from trainergym import baselines
 from trainergym.actions import ActionError, ToolCall, parse_action
 from trainergym.backends import Backend, JobResult, make_backend
+from trainergym.job import JOB_FILE, content_hash, parse_job
 from trainergym.probe import ProbeReport, probe
 from trainergym.reward import RewardBreakdown, episode_reward
 from trainergym.tasks import TaskSpec, load_task
@@ -185,9 +187,7 @@ class AsyncTrainerEnv:
     async def _submit(self) -> ToolOutcome:
         ep = self.episode
         ep.attempts += 1
-        job_text = ep.workspace.root / "job.toml"
-        from trainergym.job import content_hash, parse_job
-
+        job_text = ep.workspace.root / JOB_FILE
         if job_text.is_file() and parse_job(job_text.read_text(errors="replace"))[0] is not None:
             ep.parseable = True
         digest = content_hash(ep.workspace.root)
@@ -288,8 +288,6 @@ class AnyText(spaces.Text):
     samples are drawn from printable ASCII."""
 
     def __init__(self, max_length: int = 1_000_000, seed: int | None = None):
-        import string
-
         super().__init__(max_length=max_length, min_length=0, charset=string.printable, seed=seed)
 
     def contains(self, x: Any) -> bool:

@@ -232,9 +232,8 @@ def build_bundle(workspace_root: Path, dest: Path, job: JobConfig, task: TaskSpe
     if dest.exists():
         shutil.rmtree(dest)
     ws = dest / "workspace"
-    for rel in ((workspace_root / JOB_FILE),):
-        ws.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(rel, ws / JOB_FILE)
+    ws.mkdir(parents=True)
+    shutil.copyfile(workspace_root / JOB_FILE, ws / JOB_FILE)
     src = workspace_root / TASKSET_DIR
     ignore = shutil.ignore_patterns("__pycache__")
     if src.is_dir():

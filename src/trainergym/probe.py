@@ -24,7 +24,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections import Counter
 from functools import cache
 from pathlib import Path
 from typing import Literal

@@ -256,7 +256,7 @@ def tag_text(text: str) -> set[str]:
     for op, pattern in _OP_WORDS.items():
         hits = re.findall(pattern, lower)
         if op == "div":  # "divided by" in a remainder step is not a division step
-            hits = [h for h in re.findall(r"\b(integer-divide|divide it|quotient|floor division)", lower)]
+            hits = re.findall(r"\b(integer-divide|divide it|quotient|floor division)", lower)
         if hits:
             tags.add(op)
             mentions += len(hits)

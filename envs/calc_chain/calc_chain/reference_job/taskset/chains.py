@@ -105,7 +105,7 @@ class ChainTaskset(vf.Taskset[ChainTask, ChainConfig]):
     def load(self) -> list[ChainTask]:
         rng = random.Random(self.config.seed)
         tasks = []
-        for i in range(self.config.num_tasks):
+        for _ in range(self.config.num_tasks):
             level = rng.choices((1, 2, 3), weights=(2, 4, 4))[0]
             prompt, answer = make_chain(rng, level)
             data = ChainData(prompt=prompt, system_prompt=SYSTEM, answer=str(answer), level=level)
