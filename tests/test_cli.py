@@ -56,3 +56,12 @@ def test_table_output_says_where_figures_come_from(tmp_path):
 def test_bad_arguments_give_a_clear_message(tmp_path):
     out = subprocess.run([str(BIN), "episode", "--family", "calc_chain", "--task", "x.toml"], capture_output=True, text=True)
     assert out.returncode != 0 and "not both" in out.stderr
+
+
+def test_probe_command_exit_status_and_json(tmp_path):
+    good = subprocess.run([str(BIN), "probe", str(ROOT / "envs/calc_chain/calc_chain/reference_job"), "--json"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert good.returncode == 0 and json.loads(good.stdout)["ok"]
+    (tmp_path / "job.toml").write_text("[job]\n")
+    bad = subprocess.run([str(BIN), "probe", str(tmp_path), "--family", "calc_chain"], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 1 and "INVALID" in bad.stdout and "prime_rl" in bad.stdout

@@ -75,6 +75,34 @@ def episode(
     console.print(f"run written to {env.run_path}")
 
 
+@app.command("probe")
+def probe_job(
+    job_dir: Path = typer.Argument(..., help="a job directory holding job.toml and taskset/"),
+    task: Optional[Path] = typer.Option(None, help="task file the job is for"),
+    family: Optional[str] = typer.Option(None, help="family id the job is for (default calc_chain)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """Validate a job directory outside any episode; exit status 0 only when it passes."""
+    import tempfile
+
+    from trainergym.probe import probe
+    from trainergym.tasks import load_task
+
+    if task is not None and family is not None:
+        raise typer.BadParameter("give --task or --family, not both")
+    if not job_dir.is_dir():
+        raise typer.BadParameter(f"{job_dir} is not a directory")
+    spec = load_task(task or family or "calc_chain")
+    with tempfile.TemporaryDirectory(prefix="tg-probe-cli-") as tmp:
+        report, bundle = probe(job_dir.resolve(), spec, Path(tmp) / "bundle")
+    if as_json:
+        print(json.dumps({"ok": report.ok, "task": spec.id, **report.model_dump(mode="json")}))
+    else:
+        console.print(report.render(), markup=False)
+        console.print(f"confinement: {report.confinement}" if report.confinement else "", markup=False)
+    raise typer.Exit(0 if report.ok else 1)
+
+
 @app.command("families")
 def list_families(as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """List the installed task families with held-out flags and untrained baselines."""
