@@ -1,11 +1,12 @@
-"""Shared fixtures. Tests never touch the user's data directory: the hidden-eval secret
-lives in a per-session temporary directory."""
+"""Shared fixtures. Tests never touch the user's data directory: it is a per-session
+temporary directory."""
 
 import os
 import tempfile
 
 os.environ["TRAINERGYM_DATA_DIR"] = tempfile.mkdtemp(prefix="tg-test-data-")
-os.environ.pop("TRAINERGYM_HIDDEN_SEED", None)
+# A fixed secret keeps the suite deterministic; tests/test_hidden.py covers the seed file.
+os.environ["TRAINERGYM_HIDDEN_SEED"] = "trainergym-test-suite"
 
 import pytest  # noqa: E402
 

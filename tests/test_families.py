@@ -81,12 +81,16 @@ def test_reference_solver_correct_on_hidden_and_distractors_fail(fam):
 
 
 def test_hidden_items_never_come_from_public_seeds(fam):
-    hidden_prompts = {e.prompt for e in hidden.hidden_eval(fam.ID)}
-    public = {r["prompt"] for r in fam.dev_examples()}
+    """An item is its prompt and its world: two items are the same only if both match."""
+    def key(row):
+        return row["prompt"], json.dumps(row["world"], sort_keys=True)
+
+    hidden_items = {key(e.model_dump()) for e in hidden.hidden_eval(fam.ID)}
+    public = {key(r) for r in fam.dev_examples()}
     for seed in range(5):
-        public |= {r["prompt"] for r in fam.generate(seed, 200)}
-    probe = {e.prompt for e in hidden.probe_items(fam.ID)}
-    assert not public & hidden_prompts and not probe & hidden_prompts
+        public |= {key(r) for r in fam.generate(seed, 200)}
+    probe = {key(e.model_dump()) for e in hidden.probe_items(fam.ID)}
+    assert not public & hidden_items and not probe & hidden_items
 
 
 def test_tag_text_recovers_generated_skills(fam):

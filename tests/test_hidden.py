@@ -2,6 +2,7 @@ from trainergym import hidden
 
 
 def test_secret_seed_lives_in_the_data_dir_and_can_be_pinned(monkeypatch):
+    monkeypatch.delenv("TRAINERGYM_HIDDEN_SEED")
     seed_file = hidden.data_dir() / "hidden-seed"
     assert hidden.secret_seed() == seed_file.read_text().strip()
     assert oct(seed_file.stat().st_mode & 0o777) == "0o600"

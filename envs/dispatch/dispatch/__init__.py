@@ -1,6 +1,9 @@
-"""dispatch: a trainergym task family and verifiers v1 taskset (see family.py).
+"""dispatch: route a support ticket under ordered routing rules, team capacity and overflow,
+every fact looked up through the dispatch tools.
 
-The taskset is imported lazily so the library can use the family without importing verifiers.
+As a verifiers v1 taskset this package exports `DispatchTaskset`; as a trainergym family its
+entry point is `dispatch.family`. The taskset is imported lazily so the library can use the
+family (generator, checker, solver) without importing verifiers.
 """
 
 __all__ = ["DispatchTaskset"]

@@ -1,1 +1,63 @@
-ID = "dispatch"  # placeholder: the family is being written
+"""dispatch as a trainergym family (entry point group `trainergym.families`).
+
+A family is a module with these names; trainergym reads them without importing verifiers.
+"""
+
+from pathlib import Path
+
+from dispatch.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text
+
+ID = "dispatch"
+TITLE = "Rule-based ticket routing"
+HELD_OUT = False
+TEACH = (
+    "Teach a small model to route support tickets: given only a ticket id, look up the ticket, "
+    "then the ordered routing rules of its category (conditions on priority, region and customer "
+    "tier; the first rule that matches wins, else the default), then, when teams may be at "
+    "capacity, the chosen team's status, following its overflow team (possibly more than once) "
+    "until an available team takes the ticket. Every fact lives behind the dispatch tools."
+)
+ANSWER = ANSWER_FORMAT
+WORLD = (
+    'Each task\'s world is {"tickets": {id: {category, priority (1-5), region, customer_tier, channel}}, '
+    '"rules": {category: [{"if": [[field, op, value], ...], "team": name}, ...]} (ordered, op one of '
+    '>=, <=, ==, !=, in; the last rule has an empty "if"), "teams": {name: {"status": "available" | '
+    '"at capacity", "overflow": team}}}; the eval toolset reads it from the TaskData\'s `world` field.'
+)
+REFERENCE_JOB = Path(__file__).parent / "reference_job"
+
+
+def _tool(name: str, doc: str, param: str) -> dict:
+    return {
+        "type": "function",
+        "function": {
+            "name": f"dispatch_{name}",
+            "description": doc,
+            "parameters": {
+                "type": "object",
+                "properties": {param: {"title": param.replace("_", " ").title(), "type": "string"}},
+                "required": [param],
+            },
+        },
+    }
+
+
+# What the trained model is given at eval time: `dispatch.toolset.DispatchToolset`
+# (tests check the two agree).
+EVAL_TOOLS = [
+    _tool("get_ticket", "Return a ticket's fields: category, priority (1-5), region, customer_tier, channel.", "ticket_id"),
+    _tool("get_rules", "Return a ticket category's ordered routing rules (the first rule that matches wins).", "category"),
+    _tool("get_team", "Return a team's status (available or at capacity) and its overflow team.", "team"),
+]
+EVAL_TOOLSET = "dispatch.toolset:DispatchToolset"
+
+
+def dev_examples() -> list[dict]:
+    """Six public examples, two per difficulty level."""
+    return [generate(i, 1, namespace="dev", difficulty=d)[0] for i, d in enumerate((1, 1, 2, 2, 3, 3))]
+
+
+__all__ = [
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
+    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+]

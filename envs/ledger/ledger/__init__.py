@@ -1,6 +1,8 @@
-"""ledger: a trainergym task family and verifiers v1 taskset (see family.py).
+"""ledger: bookkeeping through tools (open, deposit, withdraw, transfer, balances).
 
-The taskset is imported lazily so the library can use the family without importing verifiers.
+As a verifiers v1 taskset this package exports `LedgerTaskset`; as a trainergym family its
+entry point is `ledger.family`. The taskset is imported lazily so the library can use the
+family (generator, checker, solver) without importing verifiers.
 """
 
 __all__ = ["LedgerTaskset"]

@@ -1,1 +1,70 @@
-ID = "ledger"  # placeholder: the family is being written
+"""ledger as a trainergym family (entry point group `trainergym.families`).
+
+A family is a module with these names; trainergym reads them without importing verifiers.
+"""
+
+from pathlib import Path
+
+from ledger.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text
+
+ID = "ledger"
+TITLE = "Account bookkeeping"
+HELD_OUT = False
+TEACH = (
+    "Teach a small model to keep a bank's books through tools: given a short list of operations "
+    "(open an account, deposit, withdraw, transfer) to process in order, post each one with a "
+    "ledger tool and report one account's final balance. Opening balances, the fee schedule and "
+    "the overdraft limit exist only on the ledger, withdrawals and transfers carry fees, and an "
+    "operation that would pass the overdraft limit is refused and changes nothing, so the model "
+    "must post every operation in order and read the balance from the tools, never guess it."
+)
+ANSWER = ANSWER_FORMAT
+WORLD = (
+    'Each item\'s `world` is the bank\'s books: {"accounts": {name: opening balance in whole units}, '
+    '"fees": {"transfer": int, "withdrawal": int}, "overdraft_limit": int} (a debit is refused when it '
+    "would take the balance below minus the limit). The eval toolset copies it from the TaskData's "
+    "`world` field at the start of each rollout, and the posting tools update that copy."
+)
+REFERENCE_JOB = Path(__file__).parent / "reference_job"
+
+
+def _tool(name: str, doc: str, **params: str) -> dict:
+    titles = {"account": "Account", "amount": "Amount", "source": "Source", "target": "Target"}
+    return {
+        "type": "function",
+        "function": {
+            "name": f"ledger_{name}",
+            "description": doc,
+            "parameters": {
+                "type": "object",
+                "properties": {p: {"title": titles[p], "type": t} for p, t in params.items()},
+                "required": list(params),
+            },
+        },
+    }
+
+
+# What the trained model is given at eval time: `ledger.toolset.LedgerToolset`
+# (tests check the two agree).
+EVAL_TOOLS = [
+    _tool("balance", "Return the current balance of an account.", account="string"),
+    _tool("fees", "Return the bank's fee schedule and overdraft limit."),
+    _tool("open", "Open a new account with a starting amount.", account="string", amount="integer"),
+    _tool("deposit", "Deposit an amount into an account (deposits are free).", account="string", amount="integer"),
+    _tool("withdraw", "Withdraw an amount from an account, charging the withdrawal fee; refused if it would "
+          "pass the overdraft limit.", account="string", amount="integer"),
+    _tool("transfer", "Move an amount from source to target, charging the transfer fee to source; refused if "
+          "it would pass the overdraft limit.", source="string", target="string", amount="integer"),
+]
+EVAL_TOOLSET = "ledger.toolset:LedgerToolset"
+
+
+def dev_examples() -> list[dict]:
+    """Six public examples, two per difficulty level."""
+    return [generate(i, 1, namespace="dev", difficulty=d)[0] for i, d in enumerate((1, 1, 2, 2, 3, 3))]
+
+
+__all__ = [
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
+    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+]

@@ -1,1 +1,65 @@
-ID = "string_pipeline"  # placeholder: the family is being written
+"""string_pipeline as a trainergym family (entry point group `trainergym.families`).
+
+A family is a module with these names; trainergym reads them without importing verifiers.
+"""
+
+from pathlib import Path
+
+from string_pipeline.items import (
+    ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text,
+)
+
+ID = "string_pipeline"
+TITLE = "String transformation pipelines"
+HELD_OUT = False
+TEACH = (
+    "Teach a small model to run string transformation pipelines: start from a string of "
+    "8-16 letters and digits and apply 2-6 steps (reverse, swap case, Caesar shift, rotate, "
+    "replace, keep the first n, drop the first n, remove repeated characters), where each "
+    "step's output feeds the next. The model must call the text tools once per step, pass "
+    "each output on exactly, and report the final string character for character."
+)
+ANSWER = ANSWER_FORMAT
+WORLD = None  # the tools need no per-task state (see trainergym.tasks.Family.WORLD)
+REFERENCE_JOB = Path(__file__).parent / "reference_job"
+
+
+def _tool(name: str, doc: str, **params: str) -> dict:
+    """An OpenAI function schema whose parameters are all required."""
+    properties = {"text": {"title": "Text", "type": "string"}}
+    properties |= {p: {"title": p.title(), "type": kind} for p, kind in params.items()}
+    return {
+        "type": "function",
+        "function": {
+            "name": f"text_{name}",
+            "description": doc,
+            "parameters": {"type": "object", "properties": properties, "required": list(properties)},
+        },
+    }
+
+
+# What the trained model is given at eval time: `string_pipeline.toolset.StringPipelineToolset`
+# (tests check the two agree).
+EVAL_TOOLS = [
+    _tool("reverse", "Return the text reversed."),
+    _tool("swapcase", "Return the text with every letter's case swapped."),
+    _tool("caesar", "Shift each letter forward by `shift` places in the alphabet (wrapping, case kept); "
+          "other characters stay.", shift="integer"),
+    _tool("rotate", "Move the first k characters to the end (k wraps around the text's length).", k="integer"),
+    _tool("replace", "Replace every occurrence of `old` with `new`.", old="string", new="string"),
+    _tool("take", "Return the first n characters of the text.", n="integer"),
+    _tool("drop", "Return the text without its first n characters.", n="integer"),
+    _tool("dedupe", "Remove repeated characters, keeping the first occurrence of each (case-sensitive)."),
+]
+EVAL_TOOLSET = "string_pipeline.toolset:StringPipelineToolset"
+
+
+def dev_examples() -> list[dict]:
+    """Six public examples, two per difficulty level."""
+    return [generate(i, 1, namespace="dev", difficulty=d)[0] for i, d in enumerate((1, 1, 2, 2, 3, 3))]
+
+
+__all__ = [
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
+    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+]

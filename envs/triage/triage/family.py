@@ -1,1 +1,65 @@
-ID = "triage"  # placeholder: the family is being written
+"""triage as a trainergym family (entry point group `trainergym.families`).
+
+A family is a module with these names; trainergym reads them without importing verifiers.
+Held out: never trained on, it measures whether a job's training generalises.
+"""
+
+from pathlib import Path
+
+from triage.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text
+
+ID = "triage"
+TITLE = "On-call incident triage"
+HELD_OUT = True
+TEACH = (
+    "Teach a small model to triage on-call incidents: given an incident id, use the ops tools to find "
+    "the incident's service and start time, search the deploy logs of that service, then of its "
+    "dependencies, then of theirs, and name the culprit deploy (the most recent deploy in the 2 hours "
+    "before the incident started, at the nearest dependency level) and the owner of the service it went "
+    "to. Decoys punish shortcuts: releases just after the start, older releases, releases on services "
+    "that call the incident's service, and the deploy author in place of the owner."
+)
+ANSWER = ANSWER_FORMAT
+WORLD = (
+    "Each task's `world` is {\"services\": {name: {\"owner\", \"depends_on\": [names]}}, \"incidents\": "
+    "{\"INC-1234\": {\"service\", \"started_at\": \"HH:MM\", \"symptom\"}}, \"deploys\": [{\"id\": \"D-1234\", "
+    "\"service\", \"at\": \"HH:MM\", \"author\"}]}; the eval toolset (TriageToolset) reads it from the "
+    "TaskData's `world` field and answers every ops_* call from it."
+)
+REFERENCE_JOB = Path(__file__).parent / "reference_job"
+
+
+def _lookup(name: str, param: str, doc: str) -> dict:
+    return {
+        "type": "function",
+        "function": {
+            "name": f"ops_{name}",
+            "description": doc,
+            "parameters": {
+                "type": "object",
+                "properties": {param: {"title": param.replace("_", " ").title(), "type": "string"}},
+                "required": [param],
+            },
+        },
+    }
+
+
+# What the trained model is given at eval time: `triage.toolset.TriageToolset` (tests check
+# the two agree).
+EVAL_TOOLS = [
+    _lookup("get_incident", "incident_id", "Look up an incident (e.g. INC-1234): its service, start time (HH:MM) and symptom."),
+    _lookup("get_service", "service", "Look up a service: its owner, the services it depends on and the services that call it."),
+    _lookup("list_deploys", "service", "List a service's deploys, oldest first, with their ids, times (HH:MM) and authors."),
+]
+EVAL_TOOLSET = "triage.toolset:TriageToolset"
+
+
+def dev_examples() -> list[dict]:
+    """Six public examples, two per difficulty level."""
+    return [generate(i, 1, namespace="dev", difficulty=d)[0] for i, d in enumerate((1, 1, 2, 2, 3, 3))]
+
+
+__all__ = [
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
+    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+]

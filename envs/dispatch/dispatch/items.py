@@ -1,0 +1,358 @@
+"""dispatch items: route a support ticket under ordered rules that live only in the world.
+
+Pure Python (no verifiers import) so the trainergym library can generate, check and
+solve items in its own process without paying the verifiers import.
+
+An item's world holds tickets, per-category routing rules and teams. The prompt names only
+the ticket id, so every fact is a tool call away, and each call needs the previous one's
+output: the ticket gives the category, the category's rules give the team, the team's
+record gives its status and overflow team.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+
+REGIONS = ("EU", "NA", "APAC", "LATAM")
+TIERS = ("gold", "silver", "bronze")
+CHANNELS = ("email", "chat", "phone", "web form")
+# Team names are unique across categories, none starts or ends with the word "team".
+CATEGORY_TEAMS = {
+    "billing": ("billing-core", "refunds-desk", "billing-vip", "payments-eu", "invoicing", "collections"),
+    "outage": ("noc-primary", "sre-oncall", "incident-command", "platform-emea", "network-ops", "status-desk"),
+    "account": ("accounts-core", "identity-desk", "vip-concierge", "access-recovery", "onboarding", "account-apac"),
+    "shipping": ("logistics-core", "carrier-escalations", "returns-desk", "freight-eu", "last-mile", "customs-desk"),
+    "security": ("trust-safety", "fraud-desk", "secops-l2", "abuse-response", "compliance", "soc-night"),
+}
+OVERFLOW_POOL = ("general-support", "overflow-desk", "follow-the-sun", "backlog-crew", "weekend-rota")
+AT_CAPACITY, AVAILABLE = "at capacity", "available"
+
+# Difficulty knobs: (min rules, max rules, max clauses per rule, overflow steps lo, hi).
+# Rule counts include the final `else`. Level 1: ticket + rules (2 calls), every team free;
+# level 2: + a team check (3 calls); level 3: + an overflow chain (4-5 calls).
+DIFFICULTY = {1: (3, 3, 1, 0, 0), 2: (3, 4, 2, 0, 0), 3: (3, 5, 2, 1, 2)}
+DIFFICULTY_LEVELS = tuple(DIFFICULTY)
+FIELD_SKILLS = {"priority": "priority_condition", "region": "region_condition", "customer_tier": "tier_condition"}
+SKILL_TAGS = ("rule_match", "default_rule", *FIELD_SKILLS.values(), "overflow", "double_overflow")
+
+ANSWER_FORMAT = "Finish with a line `Answer: <team name>`, the team's name as the tools spell it."
+_FIELD_WORDS = {"priority": "priority", "region": "region", "customer_tier": "customer tier"}
+_CONTEXT = (
+    "It has been sitting unassigned in the shared inbox.",
+    "The dispatcher on shift wants a second opinion.",
+    "It was reopened after an earlier handoff went nowhere.",
+    "A supervisor wants it assigned before the hour is up.",
+    "The customer has already written twice.",
+)
+_CUSTOMERS = ("Northwind", "Globex", "Initech", "Hooli", "Vandelay Imports", "Wayne Freight", "Soylent", "Cyberdyne",
+              "Umbrella Foods", "Wonka Retail", "Tyrell Systems", "Acme Outdoors", "Pied Piper", "Oscorp", "Massive Dynamic")
+_ALL_FREE = "Every team has capacity today, so the first routing rule that matches the ticket decides."
+_CAPACITY = ("Some teams are at capacity today: the team the first matching rule names takes the ticket only "
+             "if it is available; otherwise pass the ticket to that team's overflow team and check that one the same way.")
+
+
+# --- the tools' logic, shared by the eval Toolset and the reference solver ---------------
+
+def team_key(name: str) -> str:
+    """Team names compare case-insensitively, with spaces, hyphens and underscores alike."""
+    return re.sub(r"[\s_\-]+", "-", str(name).strip().lower()).strip("-")
+
+
+def _ticket_key(ticket_id: str) -> str:
+    key = str(ticket_id).strip().upper()
+    return f"T-{key}" if key.isdigit() else key
+
+
+def get_ticket(world: dict, ticket_id: str) -> str:
+    ticket = world.get("tickets", {}).get(_ticket_key(ticket_id))
+    if ticket is None:
+        return f"error: no ticket {ticket_id!r}"
+    return "\n".join([f"ticket {_ticket_key(ticket_id)}"] + [f"{k}: {v}" for k, v in ticket.items()])
+
+
+def _condition_text(field: str, op: str, value) -> str:
+    return f"{field} in [{', '.join(value)}]" if op == "in" else f"{field} {op} {value}"
+
+
+def get_rules(world: dict, category: str) -> str:
+    rules = world.get("rules", {})
+    key = str(category).strip().lower()
+    if key not in rules:
+        return f"error: no routing rules for category {category!r}; known categories: {', '.join(sorted(rules))}"
+    lines = [f"routing rules for {key} (the first rule that matches wins):"]
+    for i, rule in enumerate(rules[key], 1):
+        if not rule["if"]:
+            lines.append(f"{i}. else -> {rule['team']}")
+        else:
+            conditions = " and ".join(_condition_text(*c) for c in rule["if"])
+            lines.append(f"{i}. {'if' if i == 1 else 'elif'} {conditions} -> {rule['team']}")
+    return "\n".join(lines)
+
+
+def get_team(world: dict, team: str) -> str:
+    found = {team_key(name): name for name in world.get("teams", {})}
+    name = found.get(team_key(team))
+    if name is None:
+        return f"error: no team named {team!r}"
+    record = world["teams"][name]
+    return f"team {name}\nstatus: {record['status']}\noverflow: {record['overflow']}"
+
+
+# --- routing semantics ----------------------------------------------------------------
+
+def holds(ticket: dict, condition) -> bool:
+    """One condition on a ticket; values may be typed (the world) or text (parsed tool output)."""
+    field, op, value = condition
+    have = ticket[field]
+    if op in (">=", "<="):
+        return int(have) >= int(value) if op == ">=" else int(have) <= int(value)
+    if op == "in":
+        return str(have) in [str(v) for v in value]
+    return (str(have) == str(value)) == (op == "==")
+
+
+def first_match(ticket: dict, rules: list[dict]) -> int:
+    return next(i for i, rule in enumerate(rules) if all(holds(ticket, c) for c in rule["if"]))
+
+
+def route(world: dict, ticket_id: str) -> tuple[list[dict], int, list[str]]:
+    """(the category's rules, the index of the first matching rule, the chain of teams from
+    the matched team through overflow to the first available one)."""
+    ticket = world["tickets"][ticket_id]
+    rules = world["rules"][ticket["category"]]
+    matched = first_match(ticket, rules)
+    chain = [rules[matched]["team"]]
+    while world["teams"][chain[-1]]["status"] == AT_CAPACITY and len(chain) <= len(world["teams"]):
+        chain.append(world["teams"][chain[-1]]["overflow"])
+    return rules, matched, chain
+
+
+# --- generation -----------------------------------------------------------------------
+
+def _condition(rng: random.Random, field: str) -> list:
+    if field == "priority":
+        return ["priority", ">=", rng.randint(3, 5)] if rng.random() < 0.6 else ["priority", "<=", rng.randint(1, 3)]
+    if field == "region":
+        return ["region", rng.choice(("==", "==", "!=")), rng.choice(REGIONS)]
+    if rng.random() < 0.6:
+        return ["customer_tier", "==", rng.choice(TIERS)]
+    return ["customer_tier", "in", sorted(rng.sample(TIERS, 2), key=TIERS.index)]
+
+
+def _rules(rng: random.Random, category: str, n_rules: int, max_clauses: int) -> list[dict]:
+    teams = rng.sample(CATEGORY_TEAMS[category], n_rules)
+    rules = []
+    for team in teams[:-1]:
+        fields = rng.sample(sorted(FIELD_SKILLS), rng.randint(1, max_clauses))
+        rules.append({"if": [_condition(rng, f) for f in sorted(fields, key=list(FIELD_SKILLS).index)], "team": team})
+    return rules + [{"if": [], "team": teams[-1]}]
+
+
+def _ticket(rng: random.Random, category: str, rules: list[dict], target: int, near_miss: bool) -> dict | None:
+    """A ticket whose first matching rule is `target`; with `near_miss`, prefer one that
+    meets some but not all conditions of an earlier rule (the trap a careless reader falls in)."""
+    fits, traps = [], []
+    for priority, region, tier in itertools.product(range(1, 6), REGIONS, TIERS):
+        ticket = {"category": category, "priority": priority, "region": region, "customer_tier": tier}
+        if first_match(ticket, rules) == target:
+            fits.append(ticket)
+            if any(any(holds(ticket, c) for c in r["if"]) for r in rules[:target]):
+                traps.append(ticket)
+    pool = traps if near_miss and traps else fits
+    return dict(rng.choice(pool), channel=rng.choice(CHANNELS)) if pool else None
+
+
+def make_world(rng: random.Random, level: int) -> tuple[dict, str]:
+    """(world, the id of the ticket to route) for one item of `level`."""
+    lo, hi, max_clauses, chain_lo, chain_hi = DIFFICULTY[level]
+    categories = rng.sample(sorted(CATEGORY_TEAMS), rng.randint(2, 3))
+    category = categories[0]
+    while True:
+        rules = _rules(rng, category, rng.randint(lo, hi), max_clauses)
+        ticket = _ticket(rng, category, rules, rng.randrange(len(rules)), near_miss=level > 1)
+        if ticket:
+            break
+    world_rules = {category: rules}
+    for other in categories[1:]:
+        world_rules[other] = _rules(rng, other, rng.randint(lo, hi), max_clauses)
+    ticket_id, *others = (f"T-{n}" for n in rng.sample(range(1000, 10000), rng.randint(3, 5)))
+    tickets = {ticket_id: ticket}
+    for other in others:  # the rest of the queue
+        tickets[other] = {"category": rng.choice(categories), "priority": rng.randint(1, 5), "region": rng.choice(REGIONS),
+                          "customer_tier": rng.choice(TIERS), "channel": rng.choice(CHANNELS)}
+    tickets = dict(sorted(tickets.items()))
+    matched = rules[first_match(ticket, rules)]["team"]
+    pool = list(OVERFLOW_POOL)
+    rng.shuffle(pool)
+    chain = [matched] + pool[: rng.randint(chain_lo, chain_hi)]
+    spare = [p for p in pool if p not in chain]
+    busy = set(chain[:-1])
+    if level > 1:  # decoys: other teams of the ticket's category that are full too
+        others = [r["team"] for r in rules if r["team"] != matched]
+        busy |= set(rng.sample(others, rng.randint(1, 2)))
+    teams = {}
+    for name in [r["team"] for rs in world_rules.values() for r in rs] + list(OVERFLOW_POOL):
+        nxt = chain[chain.index(name) + 1] if name in chain[:-1] else rng.choice([p for p in spare if p != name])
+        teams[name] = {"status": AT_CAPACITY if name in busy else AVAILABLE, "overflow": nxt}
+    return {"tickets": tickets, "rules": world_rules, "teams": teams}, ticket_id
+
+
+def _skills(world: dict, ticket_id: str) -> list[str]:
+    rules, matched, chain = route(world, ticket_id)
+    tags = {"default_rule" if not rules[matched]["if"] else "rule_match"}
+    tags |= {FIELD_SKILLS[c[0]] for rule in rules[: matched + 1] for c in rule["if"]}
+    if len(chain) > 1:
+        tags.add("overflow")
+    if len(chain) > 2:
+        tags.add("double_overflow")
+    return [t for t in SKILL_TAGS if t in tags]
+
+
+def _prompt(rng: random.Random, world: dict, ticket_id: str, level: int) -> str:
+    rules = world["rules"][world["tickets"][ticket_id]["category"]]
+    fields = [_FIELD_WORDS[f] for f in FIELD_SKILLS if any(c[0] == f for r in rules for c in r["if"])]
+    listed = fields[0] if len(fields) == 1 else ", ".join(fields[:-1]) + " and " + fields[-1]
+    return "\n".join([
+        f"Route ticket {ticket_id}: which team must handle it? {rng.choice(_CUSTOMERS)} opened it at "
+        f"{rng.randint(7, 19):02d}:{rng.randint(0, 59):02d}. {rng.choice(_CONTEXT)}",
+        _ALL_FREE if level == 1 else _CAPACITY,
+        f"The rules for this ticket's queue look at {listed}.",
+        "Look up the ticket, its category's routing rules and the teams with the dispatch tools. " + ANSWER_FORMAT,
+    ])
+
+
+def generate(seed: int | str, n: int, namespace: str = "public", difficulty: int | None = None) -> list[dict]:
+    """`n` items for `seed`. Each item draws from its own RNG keyed by (namespace, seed,
+    index), so namespaces never share items and item k is the same whatever `n` is. With no
+    `difficulty`, levels mix 30/40/30 (1/2/3)."""
+    rows = []
+    for i in range(n):
+        rng = random.Random(f"dispatch:{namespace}:{seed}:{i}")
+        level = difficulty or rng.choices((1, 2, 3), weights=(3, 4, 3))[0]
+        world, ticket_id = make_world(rng, level)
+        rows.append({
+            "id": f"{namespace}-{seed}-{i}", "prompt": _prompt(rng, world, ticket_id, level),
+            "answer": route(world, ticket_id)[2][-1], "skills": _skills(world, ticket_id),
+            "difficulty": level, "world": world,
+        })
+    return rows
+
+
+# --- checking, solving, distractors, tags ---------------------------------------------
+
+_ANSWER_LINE = re.compile(r"\banswer[ \t*_]*:[ \t*_`]*(.*?)[ \t*_`]*$", re.IGNORECASE | re.MULTILINE)
+
+
+def extract_answer(reply: str) -> str | None:
+    """Normalisation: only text after the last `</think>`; take the last `Answer: ...` line
+    (markdown emphasis and backticks around it ignored); drop quotes, trailing punctuation
+    and a leading "the"/"team" or trailing "team" word; then compare as `team_key` does:
+    case-insensitive, spaces, hyphens and underscores alike."""
+    reply = str(reply or "").rsplit("</think>", 1)[-1]
+    found = _ANSWER_LINE.findall(reply)
+    if not found:
+        return None
+    value = found[-1].strip().strip("'\"").rstrip(".!;,").strip("'\"").strip()
+    value = re.sub(r"^(the\s+)?(team\b\s*)?|\s+team$", "", value, flags=re.IGNORECASE)
+    return team_key(value) or None
+
+
+def check(reply: str, answer: str) -> bool:
+    """True iff the reply's final `Answer:` names the expected team."""
+    got = extract_answer(reply)
+    return got is not None and got == team_key(answer)
+
+
+def _fields(text: str) -> dict:
+    return dict(line.split(": ", 1) for line in text.splitlines()[1:] if ": " in line)
+
+
+def parse_rules(text: str) -> list[dict]:
+    """The rule list back from `get_rules` text, as a model would read it."""
+    rules = []
+    for line in text.splitlines()[1:]:
+        body, team = re.fullmatch(r"\d+\. (.*) -> (\S+)", line).groups()
+        conditions = []
+        if body != "else":
+            for clause in re.sub(r"^(el)?if ", "", body).split(" and "):
+                field, op, value = re.fullmatch(r"(\w+) (>=|<=|==|!=|in) (.+)", clause).groups()
+                conditions.append([field, op, value.strip("[]").split(", ") if op == "in" else value])
+        rules.append({"if": conditions, "team": team})
+    return rules
+
+
+def solve(row: dict) -> dict:
+    """The reference solver: ticket -> its category's rules -> (unless the prompt says every
+    team is free) the matched team's status, following overflow until a team is available.
+    Reads facts only through the tool functions on the item's world."""
+    world, calls = row["world"], []
+
+    def call(tool, fn, **arguments) -> str:
+        result = fn(world, **arguments)
+        calls.append({"tool": f"dispatch_{tool}", "arguments": arguments, "result": result})
+        return result
+
+    ticket_id = re.search(r"Route ticket (\S+?):", row["prompt"]).group(1)
+    ticket = _fields(call("get_ticket", get_ticket, ticket_id=ticket_id))
+    rules = parse_rules(call("get_rules", get_rules, category=ticket["category"]))
+    team = rules[first_match(ticket, rules)]["team"]
+    if _ALL_FREE not in row["prompt"]:
+        for _ in range(len(world["teams"])):
+            record = _fields(call("get_team", get_team, team=team))
+            if record["status"] != AT_CAPACITY:
+                break
+            team = record["overflow"]
+    return {"calls": calls, "reply": f"Answer: {team}"}
+
+
+def distractors(row: dict) -> list[dict]:
+    """Plausible wrong teams, each labelled by the mistake: `wrong_route` (the else team),
+    `ignored_condition` (the rule after the match, taken because a met condition was missed,
+    or an earlier rule taken although one of its conditions fails), `unavailable_team` (the
+    matched team, full, before following overflow), `stopped_overflow` (one overflow step
+    short). Only those that differ from the answer are kept."""
+    world = row["world"]
+    ticket_id = re.search(r"Route ticket (\S+?):", row["prompt"]).group(1)
+    rules, matched, chain = route(world, ticket_id)
+    candidates = [("wrong_route", rules[-1]["team"])]
+    candidates += [("ignored_condition", r["team"]) for r in rules[matched + 1 : matched + 2] + rules[:matched]]
+    candidates += [("unavailable_team", chain[0]), ("stopped_overflow", chain[-2] if len(chain) > 1 else chain[0])]
+    seen, out = {team_key(chain[-1])}, []
+    for kind, team in candidates:
+        if team_key(team) not in seen:
+            seen.add(team_key(team))
+            out.append({"kind": kind, "reply": f"Answer: {team}"})
+    return out
+
+
+_KEYWORDS = {
+    "rule_match": r"\b(rout|rule|dispatch|assign|match)",
+    "default_rule": r"\b(rout|rule|dispatch|else|otherwise|default|fallback|catch-all)",
+    "priority_condition": r"\b(priority|urgen|severity|p[1-5]\b)",
+    "region_condition": r"\b(region|eu|na|apac|latam|emea|geograph)\b",
+    "tier_condition": r"\b(tier|gold|silver|bronze|vip)\b",
+    "overflow": r"\b(capacity|overflow|full|unavailable|busy|short-staffed|understaffed)",
+    "double_overflow": r"\b(the same way|in turn|until|chain|more than once|repeat|each overflow)",
+}
+
+
+def tag_text(text: str) -> set[str]:
+    """Skill tags read off any task prompt. Which rule fires and how long the overflow chain
+    is are world facts no prompt states, so a routing prompt may need `rule_match` or
+    `default_rule`, and one that mentions capacity may need `overflow` and `double_overflow`:
+    those are returned as possible (a superset, as coverage needs). In the family's own
+    wording the rule fields are read from the sentence naming them; otherwise keywords."""
+    lower = text.lower()
+    fields = re.search(r"the rules for this ticket's queue look at (.*?)\.", lower)
+    if fields and "route ticket" in lower:
+        tags = {"rule_match", "default_rule"}
+        tags |= {FIELD_SKILLS[f] for f, words in _FIELD_WORDS.items() if words in fields.group(1)}
+        if _CAPACITY.lower() in lower:
+            tags |= {"overflow", "double_overflow"}
+        return tags
+    tags = {tag for tag, pattern in _KEYWORDS.items() if re.search(pattern, lower)}
+    if "overflow" not in tags:
+        tags.discard("double_overflow")
+    return tags

@@ -1,0 +1,5 @@
+"""Ticket-routing training tasks for the dispatch eval tools."""
+
+from .routing import RoutingTaskset
+
+__all__ = ["RoutingTaskset"]

@@ -1,0 +1,40 @@
+"""The dispatch eval tool interface as a verifiers v1 `Toolset`.
+
+The trained model sees exactly these tools at eval time (advertised as `dispatch_get_ticket`,
+`dispatch_get_rules`, `dispatch_get_team`). They answer from the rollout's task `world`
+(tickets, routing rules, teams), so a job must carry that world in its TaskData's `world`
+field and wire this class into its tasks.
+"""
+
+import verifiers.v1 as vf
+
+from dispatch import items
+
+
+class DispatchToolset(vf.Toolset[vf.ToolsetConfig]):
+    TOOL_PREFIX = "dispatch"
+
+    world: dict = {}
+
+    async def setup_task(self, task) -> None:
+        # Read-only tools: the world is shared as is, never mutated.
+        self.world = getattr(task, "world", None) or {}
+
+    @vf.tool
+    def get_ticket(self, ticket_id: str) -> str:
+        """Return a ticket's fields: category, priority (1-5), region, customer_tier, channel."""
+        return items.get_ticket(self.world, ticket_id)
+
+    @vf.tool
+    def get_rules(self, category: str) -> str:
+        """Return a ticket category's ordered routing rules (the first rule that matches wins)."""
+        return items.get_rules(self.world, category)
+
+    @vf.tool
+    def get_team(self, team: str) -> str:
+        """Return a team's status (available or at capacity) and its overflow team."""
+        return items.get_team(self.world, team)
+
+
+if __name__ == "__main__":
+    DispatchToolset.run()

@@ -1,0 +1,58 @@
+"""The ledger eval tool interface as a verifiers v1 `Toolset`.
+
+The trained model sees exactly these tools at eval time (advertised as `ledger_balance`, ...).
+Each rollout gets its own copy of the task's `world` (accounts, fees, overdraft limit), which
+the posting tools update, so a job wiring this class into its tasks trains on the same bank.
+"""
+
+import copy
+
+import verifiers.v1 as vf
+
+from ledger import items
+
+
+class LedgerToolset(vf.Toolset[vf.ToolsetConfig]):
+    TOOL_PREFIX = "ledger"
+
+    def __init__(self, config: vf.ToolsetConfig) -> None:
+        super().__init__(config)
+        self.world: dict = {}
+
+    async def setup_task(self, task) -> None:
+        """Start each rollout from the task's own books; the tools mutate this copy only."""
+        self.world = copy.deepcopy(getattr(task, "world", None) or {})
+
+    @vf.tool
+    def balance(self, account: str) -> str:
+        """Return the current balance of an account."""
+        return items.balance(self.world, account)
+
+    @vf.tool
+    def fees(self) -> str:
+        """Return the bank's fee schedule and overdraft limit."""
+        return items.fees(self.world)
+
+    @vf.tool
+    def open(self, account: str, amount: int) -> str:
+        """Open a new account with a starting amount."""
+        return items.open_account(self.world, account, amount)
+
+    @vf.tool
+    def deposit(self, account: str, amount: int) -> str:
+        """Deposit an amount into an account (deposits are free)."""
+        return items.deposit(self.world, account, amount)
+
+    @vf.tool
+    def withdraw(self, account: str, amount: int) -> str:
+        """Withdraw an amount from an account, charging the withdrawal fee; refused if it would pass the overdraft limit."""
+        return items.withdraw(self.world, account, amount)
+
+    @vf.tool
+    def transfer(self, source: str, target: str, amount: int) -> str:
+        """Move an amount from source to target, charging the transfer fee to source; refused if it would pass the overdraft limit."""
+        return items.transfer(self.world, source, target, amount)
+
+
+if __name__ == "__main__":
+    LedgerToolset.run()

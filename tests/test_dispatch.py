@@ -1,0 +1,58 @@
+"""dispatch specifics; the contract every family meets is in test_families.py."""
+
+from dispatch import family as fam
+from dispatch import items
+from trainergym import hidden
+
+
+def test_levels_set_the_number_of_dependent_calls():
+    calls = {1: {2}, 2: {3}, 3: {4, 5}}
+    for level, allowed in calls.items():
+        for row in fam.generate("knobs", 30, difficulty=level):
+            assert len(fam.solve(row)["calls"]) in allowed, row["id"]
+
+
+def test_reference_trajectory_is_a_dependent_chain():
+    for ex in hidden.hidden_eval("dispatch"):
+        calls = fam.solve(ex.model_dump())["calls"]
+        ticket, rules, *teams = calls
+        assert f"category: {rules['arguments']['category']}" in ticket["result"]
+        if teams:
+            assert teams[0]["arguments"]["team"] in rules["result"]
+        for prev, call in zip(teams, teams[1:]):
+            assert f"overflow: {call['arguments']['team']}" in prev["result"]
+
+
+def test_overflow_skills_match_the_chain():
+    for row in fam.generate("chain", 60, difficulty=3):
+        hops = len(fam.solve(row)["calls"]) - 3
+        assert ("double_overflow" in row["skills"]) == (hops == 2) and "overflow" in row["skills"]
+
+
+def test_checker_normalisation():
+    assert fam.check("Answer: billing-core", "billing-core")
+    assert fam.check("**Answer:** Billing Core.", "billing-core")
+    assert fam.check("Answer: `billing_core`", "billing-core")
+    assert fam.check("Answer: the billing-core team", "billing-core")
+    assert fam.check("<think>Answer: refunds-desk</think>\nAnswer: billing-core", "billing-core")
+    assert not fam.check("<think>Answer: billing-core</think>no idea", "billing-core")
+    assert not fam.check("Answer: billing-core\nAnswer: refunds-desk", "billing-core")
+    assert not fam.check("billing-core", "billing-core")
+    assert not fam.check("Answer:", "billing-core")
+    assert not fam.check("", "billing-core")
+
+
+def test_tools_report_unknown_keys():
+    world = fam.generate(0, 1)[0]["world"]
+    assert items.get_ticket(world, "T-0") == "error: no ticket 'T-0'"
+    assert items.get_rules(world, "weather").startswith("error: no routing rules for category 'weather'")
+    assert items.get_team(world, "Zed") == "error: no team named 'Zed'"
+    ticket_id = next(iter(world["tickets"]))
+    assert items.get_ticket(world, ticket_id.lower()) == items.get_ticket(world, ticket_id)
+
+
+def test_tag_text_reads_free_text():
+    tags = fam.tag_text("Route the ticket by its priority and region; if the team is at capacity use its overflow team.")
+    assert {"rule_match", "priority_condition", "region_condition", "overflow"} <= tags
+    assert "tier_condition" not in tags and "double_overflow" not in tags
+    assert not fam.tag_text("What is 2 + 2?")
