@@ -32,19 +32,20 @@ def status(report):
 def test_reference_job_passes_and_measures(tmp_path, task, reference_files):
     report, bundle = run(tmp_path, task, reference_files)
     assert report.ok, report.render()
-    assert set(status(report).values()) == {"pass"}
+    assert set(status(report).values()) == {"pass", "skip"} and status(report)["config.prime_rl"] == "skip"
     m = bundle.manifest.probe
-    assert m["reward_separation"] == 1.0 and m["tool_parity"] == 1.0 and m["noop_ok"]
+    assert m["reward_separation"] == 1.0 and m["tool_parity"] == 1.0 and m["noop_ok"] and m["group_variance"] == 1.0
+    assert not m["leakage"] and m["distinct_prompts"] > 1000
     assert m["gold_pass_rate"] == 1.0 and m["skill_coverage"] > 0.9 and m["n_tasks"] >= 1000
-    assert "network namespace" in report.confinement or "NO network isolation" in report.confinement
+    assert report.confinement.startswith("bubblewrap")
 
 
 @pytest.mark.parametrize("old, new, check, words", [
-    (REWARD, "return 1.0", "noop", "untouched task"),
-    (REWARD, "return float(final_integer(trace.last_reply) is not None)", "rewards", "only"),
-    (REWARD, "raise KeyError('oops')", "noop", "KeyError"),
+    (REWARD, "return 1.0", "rewards.noop", "untouched task"),
+    (REWARD, "return float(final_integer(trace.last_reply) is not None)", "rewards.ranking", "only"),
+    (REWARD, "raise KeyError('oops')", "rewards.noop", "KeyError"),
     (TOOLS, "return []", "tools", "missing ['calc_add'"),
-    ("return replay(self.data.prompt_text) == int(self.data.answer)", "return False", "gold", "validate() failed"),
+    ("return replay(self.data.prompt_text) == int(self.data.answer)", "return False", "rewards.gold", "validate() failed"),
     ("class ChainData(vf.TaskData):\n    answer: str", "class ChainData(vf.TaskData):\n    target: str = ''\n    answer: str = ''", "data", "answer: str"),
 ])
 def test_broken_jobs_fail_the_right_check(tmp_path, task, reference_files, old, new, check, words):
@@ -88,37 +89,3 @@ def test_forged_result_lines_are_ignored(tmp_path, task, reference_files):
     files = {**reference_files, "taskset/__init__.py": forged + "raise ImportError('no')\n"}
     report, _ = run(tmp_path, task, files)
     assert status(report)["shape"] == "fail"
-
-
-def test_agent_code_sees_no_secrets_no_data_dir_and_no_network(tmp_path, task, reference_files, monkeypatch):
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    port = server.getsockname()[1]
-    threading.Thread(target=lambda: [server.accept() for _ in range(8)], daemon=True).start()
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
-    monkeypatch.setenv("RUNPOD_API_KEY", "rp-test-secret")
-    spy = f'''
-import os, socket
-leaks = [k for k in os.environ if k in ("OPENAI_API_KEY", "RUNPOD_API_KEY", "TRAINERGYM_DATA_DIR", "TRAINERGYM_HIDDEN_SEED")]
-if leaks:
-    raise RuntimeError(f"leaked {{leaks}}")
-if os.path.expanduser("~") == {os.path.expanduser("~")!r}:
-    raise RuntimeError("real home visible as HOME")
-try:
-    socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
-    NETWORK = True
-except OSError:
-    NETWORK = False
-if NETWORK and os.environ.get("EXPECT_NO_NETWORK"):
-    raise RuntimeError("network reachable")
-'''
-    files = {**reference_files, "taskset/__init__.py": spy + reference_files["taskset/__init__.py"]}
-    from trainergym.probe import _network_isolation
-
-    if _network_isolation():
-        monkeypatch.setenv("EXPECT_NO_NETWORK", "1")
-    report, bundle = run(tmp_path, task, files)
-    assert report.ok, report.render()
-    server.close()
-    assert os.environ["OPENAI_API_KEY"] == "sk-test-secret"

@@ -15,6 +15,7 @@ _CALIBRATION = {
     "Qwen/Qwen3-0.6B": ((2048, 7.58, 9371), (4096, 11.76, 17977), (8192, 20.13, 27770)),
     "Qwen/Qwen3-1.7B": ((2048, 16.67, 5614), (4096, 18.3, 13096), (8192, 26.91, 20448)),
 }
+CALIBRATED_MODELS = tuple(_CALIBRATION)
 OPTIMIZER_OFFLOAD_FACTOR = 9.54 / 11.76
 LORA_FACTOR = 0.85  # assumption: no full optimizer state, activations unchanged
 

@@ -1,43 +1,60 @@
-"""The validation probe run by `submit_job` (first version).
+"""The validation probe run by `submit_job` (and by `trainergym probe DIR`).
 
-Checks, in order: `job.toml` parses and respects the task's bounds; the workspace holds a
-`taskset/` package; in a confined child process (`probe_child.py`) the package imports,
-exports one Taskset, builds tasks, wires the eval tools, and its rewards pass the gold
-check, fail an untouched task and rank the reference solver's answer above every distractor
-on fresh items the agent never saw. Each check is one `ProbeItem` the agent can act on.
-What the probe measures travels with the job in its manifest.
+It catches on a CPU every defect of a job that can be caught there, and explains each as a
+named `ProbeItem` (pass / fail / warn / skip, message, hint) the agent can act on:
 
-Agent code runs only in the child: scrubbed environment (no keys, no data directory, a
-throw-away HOME), resource limits, a new session killed on timeout, and, where the kernel
-allows it, its own network namespace. The report states which confinement was applied.
+- shape: the package imports in the sandbox, exports exactly one Taskset, on the pinned verifiers;
+- data: enough tasks, prompts and `answer`s present, sane sizes, prompt plus max_turns x max_tokens
+  fits seq_len; coverage of the family's skills and diversity (warnings);
+- tools: the job's tools match the eval interface (missing, extra, different parameters named);
+- rewards (model-free): gold check, an untouched task earns nothing, the reference solver's answer
+  outranks every distractor on fresh items, a simulated GRPO group has reward variance, rewards
+  never raise and stay in [0, 1];
+- leakage: no task matches a hidden-eval item (exact, normalised, n-gram overlap), reported
+  without saying which;
+- config: bounds, batch/group divisibility, memory fit on the task's GPU class, the rendered
+  rl.toml complete, and (when available) prime-rl's own config schema.
+
+Agent code runs only inside `trainergym.sandbox`. The probe scores nothing against the hidden
+eval, and no figure in its report is computed from hidden items except the leakage verdict.
+What it measures travels with the job in the manifest (`JobManifest.probe`).
 """
 
 from __future__ import annotations
 
-import json
+import atexit
 import os
 import re
-import resource
 import secrets
-import shutil
-import signal
 import subprocess
-import sys
-import tempfile
+import threading
+import time
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
 
-from trainergym import hidden
-from trainergym.job import JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job, write_manifest
+from trainergym import gpu, hidden, stack
+from trainergym.job import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
+                            render_rl_toml, write_manifest)
+from trainergym.sandbox import Limits, Sandbox, WarmWorker, WorkerError, run_once
 from trainergym.tasks import TaskSpec, get_family
 
-CHILD = Path(__file__).with_name("probe_child.py")
 MIN_TASKS = 32
-SEPARATION_PASS = 0.75  # share of fresh items whose reference answer must outrank every distractor
-_SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH|TRAINERGYM", re.IGNORECASE)
+SEPARATION_PASS = 0.75  # share of fresh items whose correct answer must outrank every wrong one
+GROUP_VARIANCE_PASS = 0.75  # share of simulated GRPO groups that must have reward variance
+REWARD_RANGE = (0.0, 1.0)
+CHARS_PER_TOKEN = 4  # rough for Qwen tokenizers on English; tool results come on top
+MAX_ANSWER_CHARS = 1000
+DEV_SHARE_WARN = 0.2
+DISTINCT_WARN = 0.5
+# Leakage: word 5-grams; an n-gram shared by two or more public items of the family is template
+# text and ignored. A job task leaks a hidden item when its prompt matches exactly or after
+# normalisation (case, punctuation, spacing); or when it holds >= 60% of the item's distinctive
+# n-grams (at least 3) and gives the same answer (n-grams alone would flag honest items that merely
+# share a few steps with a hidden one in families with small item spaces).
+NGRAM, NGRAM_SHARE, NGRAM_MIN = 5, 0.6, 3
 
 
 class ProbeItem(BaseModel):
@@ -60,6 +77,9 @@ class ProbeReport(BaseModel):
     def add(self, check: str, status: str, message: str, hint: str = "") -> None:
         self.items.append(ProbeItem(check=check, status=status, message=message, hint=hint))
 
+    def status(self, check: str) -> str | None:
+        return next((i.status for i in self.items if i.check == check), None)
+
     def render(self) -> str:
         head = "VALID: the job passed validation." if self.ok else "INVALID: fix the failed checks and submit again."
         rows = [head]
@@ -68,127 +88,68 @@ class ProbeReport(BaseModel):
         return "\n".join(rows)
 
 
-@cache
-def _network_isolation() -> list[str]:
-    """`unshare -n` when this kernel lets us create a network namespace, else nothing."""
-    unshare = shutil.which("unshare")
-    if not unshare:
-        return []
-    for prefix in ([unshare, "-n"], [unshare, "-rn"]):
-        try:
-            if subprocess.run([*prefix, "true"], capture_output=True, timeout=5).returncode == 0:
-                return prefix
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return []
+# --- the confined worker ---------------------------------------------------------------------
+_worker: WarmWorker | None = None
+_worker_lock = threading.Lock()
 
 
-def _child_env(home: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not _SECRET_ENV.search(k)}
-    env.update(HOME=home, XDG_DATA_HOME=home, XDG_CACHE_HOME=home, XDG_CONFIG_HOME=home,
-               PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", NO_PROXY="*")
-    return env
+def warm_worker() -> WarmWorker:
+    """The process-wide warm worker, started on first use and stopped at exit."""
+    global _worker
+    with _worker_lock:
+        if _worker is None:
+            _worker = WarmWorker(Sandbox())
+            atexit.register(_worker.close)
+        return _worker
 
 
-def _limits(cpu_seconds: int, memory_bytes: int, file_bytes: int):
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    return apply
-
-
-def run_child(package_dir: Path, module: str, request: dict, timeout: float = 90.0) -> tuple[dict, str]:
-    """Run probe_child.py on a private copy of the package; (result, confinement)."""
-    nonce = secrets.token_hex(8)
-    with tempfile.TemporaryDirectory(prefix="tg-probe-") as tmp:
-        copy = Path(tmp) / "pkg"
-        shutil.copytree(package_dir, copy, symlinks=True)
-        home = Path(tmp) / "home"
-        home.mkdir()
-        netns = _network_isolation()
-        cmd = [*netns, sys.executable, "-I", str(CHILD)]
-        req = {**request, "package_dir": str(copy), "module": module, "nonce": nonce}
-        confinement = ("network namespace, " if netns else "NO network isolation (unshare unavailable), ") + \
-            "scrubbed environment, private copy, rlimits (cpu, memory, file size), timeout"
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=tmp, env=_child_env(str(home)), start_new_session=True,
-                                preexec_fn=_limits(int(timeout) + 5, 6 << 30, 64 << 20))
-        try:
-            stdout, stderr = proc.communicate(json.dumps(req), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            stdout, stderr = proc.communicate()
-            return {"stage": "timeout", "error": f"the taskset did not finish loading and scoring within {timeout:.0f} s "
-                    "(an endless loop, or far too much work at import or in load())", "stderr": stderr[-2000:]}, confinement
-        finally:
-            _kill_group(proc)  # nothing the agent started outlives the probe
-        marker = "@@trainergym-probe@@" + nonce
-        for line in reversed(stdout.splitlines()):
-            if line.startswith(marker):
-                result = json.loads(line[len(marker):])
-                result["stderr"] = stderr[-2000:]
-                return result, confinement
-        return {"stage": "crash", "error": f"the probe process {_exit_reason(proc.returncode)} before reporting",
-                "stderr": stderr[-2000:]}, confinement
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _exit_reason(code: int) -> str:
-    if code >= 0:
-        return f"exited with status {code}"
-    sig = -code
-    known = {signal.SIGXCPU: "was stopped for using too much CPU time", signal.SIGXFSZ: "was stopped for writing too large a file",
-             signal.SIGKILL: "was killed (out of memory?)", signal.SIGSEGV: "crashed (segmentation fault)"}
-    return known.get(sig, f"was killed by signal {signal.Signals(sig).name}")
-
-
-def _probe_request(task: TaskSpec) -> dict:
+def _measure(package_dir: Path, module: str, task: TaskSpec, timeout: float, warm: bool) -> tuple[dict, str]:
     fam = get_family(task.family)
     items = []
     for ex in hidden.probe_items(task.family):
         row = ex.model_dump()
         items.append({"prompt": ex.prompt, "answer": ex.answer, "world": ex.world, "reference": fam.solve(row),
                       "distractors": fam.distractors(row)})
-    return {"probe_items": items, "max_tasks": 5000, "sample_size": 400, "gold_tasks": 5, "reward_timeout": 10.0}
+    request = {"nonce": secrets.token_hex(8), "module": module, "probe_items": items, "max_tasks": 5000,
+               "gold_tasks": 5, "reward_timeout": 10.0, "timeout": timeout}
+    sandbox = warm_worker().sandbox if warm else Sandbox(Limits(wall_seconds=timeout))
+    try:
+        result = warm_worker().run(package_dir, request) if warm else run_once(sandbox, package_dir, request)
+    except (WorkerError, RuntimeError) as e:
+        result = {"stage": "crash", "error": str(e)}
+    return result, sandbox.describe()
 
 
-def skill_coverage(task: TaskSpec, prompts: list[str]) -> tuple[float, list[str], list[str]]:
-    """Share of hidden-eval items whose skills all appear in the job's data, plus the
-    family skills covered and missing. Only the aggregate leaves the library."""
-    fam = get_family(task.family)
-    covered: set[str] = set()
-    for prompt in prompts:
-        covered |= fam.tag_text(prompt)
-    hidden_items = hidden.hidden_eval(task.family)
-    share = sum(1 for ex in hidden_items if set(ex.skills) <= covered) / max(1, len(hidden_items))
-    skills = list(fam.SKILL_TAGS)
-    return share, [s for s in skills if s in covered], [s for s in skills if s not in covered]
-
-
-def _check_package(report: ProbeReport, res: dict, task: TaskSpec, job: JobConfig) -> None:
-    m = report.measurements
+# --- the checks ------------------------------------------------------------------------------
+def _shape(report: ProbeReport, res: dict) -> bool:
     if res.get("stage") in ("import", "crash", "timeout"):
         report.add("shape", "fail", "the taskset package could not be imported or built:\n" + res.get("error", "") +
-                   ("\nstderr: " + res["stderr"][-800:] if res.get("stderr") else ""),
+                   ("\noutput: " + res["stderr"][-800:] if res.get("stderr") else ""),
                    "taskset/__init__.py must import cleanly and set __all__ to exactly one vf.Taskset subclass")
-        return
+        return False
     version = res.get("verifiers_version")
+    if version != stack.VERIFIERS_VERSION:
+        report.add("shape", "fail", f"the sandbox ran verifiers {version}; jobs target verifiers {stack.VERIFIERS_VERSION}",
+                   "this is an installation problem: reinstall trainergym")
+        return False
     report.add("shape", "pass", f"imports with verifiers {version} and exports one Taskset")
     if res.get("stage") == "load":
         report.add("data", "fail", "building the tasks failed:\n" + res.get("error", ""), "load() must return tasks without raising")
-        return
+        return False
+    return True
 
-    n = res["n_tasks"]
-    m.update(n_tasks=n, infinite=res["infinite"])
-    need = max(MIN_TASKS, job.prime_rl.batch_size // job.prime_rl.group_size)
+
+def _data(report: ProbeReport, res: dict, task: TaskSpec, job: JobConfig) -> None:
+    m, p = report.measurements, job.prime_rl
+    n, rows = res["n_tasks"], res.get("rows", [])
+    prompts = [r[0] for r in rows]
+    distinct = len(set(prompts))
+    dev = {ex.prompt for ex in task.dev_examples}
+    dev_share = sum(1 for q in prompts if q in dev) / max(1, len(prompts))
+    m.update(n_tasks=n, infinite=res["infinite"], distinct_prompts=distinct, dev_share=round(dev_share, 4))
+    need = max(MIN_TASKS, p.batch_size // p.group_size)
+    prompt_tokens = -(-res["prompt_chars_max"] // CHARS_PER_TOKEN)
+    context = prompt_tokens + p.max_turns * p.max_tokens
     if n < need:
         report.add("data", "fail", f"load() yields {n} tasks; at least {need} are needed", "generate more tasks")
     elif res["empty_prompts"]:
@@ -196,89 +157,235 @@ def _check_package(report: ProbeReport, res: dict, task: TaskSpec, job: JobConfi
     elif not res["answer_field"] or res["missing_answers"]:
         report.add("data", "fail", "tasks must carry the expected final answer in an `answer: str` field of their TaskData "
                    f"({res['missing_answers']} of {n} are missing one)", "add `answer: str` to your vf.TaskData subclass")
+    elif res["answer_chars_max"] > MAX_ANSWER_CHARS:
+        report.add("data", "fail", f"an answer is {res['answer_chars_max']} characters long; the limit is {MAX_ANSWER_CHARS}",
+                   "answers are checked exactly: keep them short")
+    elif context > p.seq_len:
+        report.add("data", "fail", f"the longest prompt (~{prompt_tokens} tokens) plus max_turns x max_tokens "
+                   f"({p.max_turns} x {p.max_tokens}) is ~{context} tokens, more than seq_len {p.seq_len}",
+                   "raise seq_len, or lower max_turns or max_tokens, or shorten the prompts")
     else:
-        report.add("data", "pass", f"{n}{'+' if res['truncated'] else ''} tasks with prompts and answers")
+        report.add("data", "pass", f"{n}{'+' if res['truncated'] else ''} tasks with prompts and answers; the longest "
+                   f"rollout fits seq_len (~{context} of {p.seq_len} tokens before tool results)")
 
-    share, covered, missing = skill_coverage(task, [s["prompt"] for s in res.get("sample", [])])
+    share, covered, missing = skill_coverage(task, prompts)
     m.update(skill_coverage=round(share, 4), skills_covered=covered)
-    report.add("coverage", "pass" if not missing else "warn",
-               f"skills covered: {', '.join(covered) or 'none'}" + (f"; missing: {', '.join(missing)}" if missing else ""),
-               "tasks that exercise every skill of the family teach more")
+    notes = ([f"missing skills: {', '.join(missing)}"] if missing else []) + \
+            ([f"only {distinct} distinct prompts in {len(prompts)} tasks"] if distinct < DISTINCT_WARN * len(prompts) else []) + \
+            ([f"{dev_share:.0%} of the tasks are the task's dev examples"] if dev_share > DEV_SHARE_WARN else [])
+    report.add("coverage", "warn" if notes else "pass",
+               f"skills covered: {', '.join(covered) or 'none'}" + (f"; {'; '.join(notes)}" if notes else ""),
+               "varied tasks that exercise every skill of the family teach more; the dev examples are examples, not data")
 
+
+def skill_coverage(task: TaskSpec, prompts: list[str], sample: int = 1000) -> tuple[float, list[str], list[str]]:
+    """Share of hidden-eval items whose skills all appear in the job's data, plus the family
+    skills covered and missing. Only the aggregate leaves the library."""
+    fam = get_family(task.family)
+    step = max(1, len(prompts) // sample)
+    covered: set[str] = set()
+    for prompt in prompts[::step]:
+        covered |= fam.tag_text(prompt)
+    hidden_items = hidden.hidden_eval(task.family)
+    share = sum(1 for ex in hidden_items if set(ex.skills) <= covered) / max(1, len(hidden_items))
+    return share, [s for s in fam.SKILL_TAGS if s in covered], [s for s in fam.SKILL_TAGS if s not in covered]
+
+
+def _tools(report: ProbeReport, res: dict, task: TaskSpec) -> None:
+    m = report.measurements
     if "tools_error" in res:
         report.add("tools", "fail", "building the toolsets failed:\n" + res["tools_error"], "toolsets() must construct without raising")
         m["tool_parity"] = 0.0
+        return
+    have = {t["name"]: t["params"] for t in res.get("tools", [])}
+    want = {t["function"]["name"]: sorted(t["function"]["parameters"].get("properties", {})) for t in task.eval_tools}
+    missing = [name for name in want if name not in have]
+    extra = [name for name in have if name not in want]
+    wrong = [name for name in want if name in have and sorted(have[name]) != want[name]]
+    m["tool_parity"] = round(sum(1 for n in want if n in have and n not in wrong) / max(1, len(want)), 4)
+    if missing or extra or wrong:
+        parts = ([f"missing {missing}"] if missing else []) + ([f"extra {extra}"] if extra else []) + \
+                ([f"different parameters for {wrong}"] if wrong else [])
+        report.add("tools", "fail", "the job's tools differ from the eval tool interface: " + "; ".join(parts),
+                   f"wire the eval toolset ({task.eval_toolset}) into your Task.toolsets, and nothing else")
     else:
-        have = {t["name"]: t["params"] for t in res.get("tools", [])}
-        want = {t["function"]["name"]: sorted(t["function"]["parameters"].get("properties", {})) for t in task.eval_tools}
-        missing_tools = [name for name in want if name not in have]
-        extra = [name for name in have if name not in want]
-        wrong = [name for name in want if name in have and sorted(have[name]) != want[name]]
-        m["tool_parity"] = round(sum(1 for n_ in want if n_ in have and n_ not in wrong) / max(1, len(want)), 4)
-        if missing_tools or extra or wrong:
-            parts = ([f"missing {missing_tools}"] if missing_tools else []) + ([f"extra {extra}"] if extra else []) + \
-                    ([f"different parameters for {wrong}"] if wrong else [])
-            report.add("tools", "fail", "the job's tools differ from the eval tool interface: " + "; ".join(parts),
-                       f"wire the eval toolset ({task.eval_toolset}) into your Task.toolsets")
-        else:
-            report.add("tools", "pass", f"tools match the eval interface ({', '.join(want)})")
-
-    _check_rewards(report, res)
+        report.add("tools", "pass", f"tools match the eval interface ({', '.join(want)})")
 
 
-def _check_rewards(report: ProbeReport, res: dict) -> None:
+def _rewards(report: ProbeReport, res: dict) -> None:
     m = report.measurements
     gold = res.get("gold", [])
     gold_errors = [g["error"] for g in gold if g.get("error")]
     gold_failed = [g for g in gold if g.get("valid") is False]
     if gold_failed:
-        report.add("gold", "fail", f"Task.validate() failed on {len(gold_failed)} of {len(gold)} tasks" +
+        report.add("rewards.gold", "fail", f"Task.validate() failed on {len(gold_failed)} of {len(gold)} tasks" +
                    (f": {gold_errors[0]}" if gold_errors else ""), "validate() should confirm each task's reference answer")
     elif all(g.get("valid") is None for g in gold):
-        report.add("gold", "warn", "Task.validate() is not implemented, so the gold answers are unchecked",
+        report.add("rewards.gold", "warn", "Task.validate() is not implemented, so the gold answers are unchecked",
                    "implement validate(runtime) to check each task's answer model-free")
     else:
-        report.add("gold", "pass", f"gold check passed on {len(gold)} tasks")
+        report.add("rewards.gold", "pass", f"gold check passed on {len(gold)} tasks")
     m["gold_pass_rate"] = round(sum(1 for g in gold if g.get("valid")) / max(1, len(gold)), 4)
 
     noop = res.get("noop", [])
     noop_errors = [n["error"] for n in noop if n.get("error")]
     passing = [n for n in noop if n.get("reward") is not None and n["reward"] >= 1.0]
     if noop_errors:
-        report.add("noop", "fail", f"scoring an untouched task raised: {noop_errors[0]}",
+        report.add("rewards.noop", "fail", f"scoring an untouched task raised: {noop_errors[0]}",
                    "rewards must handle a rollout with no reply (return 0.0)")
     elif passing:
-        report.add("noop", "fail", f"an untouched task (no reply at all) already earns reward {passing[0]['reward']:g}",
+        report.add("rewards.noop", "fail", f"an untouched task (no reply at all) already earns reward {passing[0]['reward']:g}",
                    "rewards must pay only for a correct answer")
     else:
-        report.add("noop", "pass", "untouched tasks earn no reward")
+        report.add("rewards.noop", "pass", "untouched tasks earn no reward")
     m["noop_ok"] = not noop_errors and not passing
 
     rows = res.get("separation", [])
-    errors = [r["reference"]["error"] for r in rows if r["reference"].get("error")] + \
-             [d["error"] for r in rows for d in r["distractors"] if d.get("error")]
-    ranked = 0
+    scored = [r["reference"] for r in rows] + [d for r in rows for d in r["distractors"]] + [r.get("empty", {}) for r in rows]
+    errors = [s["error"] for s in scored if s.get("error")]
+    ranked = varied = 0
     for r in rows:
         ref = r["reference"].get("reward")
         others = [d.get("reward") for d in r["distractors"]] + [r.get("empty", {}).get("reward")]
         if ref is not None and all(o is not None and ref > o for o in others):
             ranked += 1
-    share = ranked / max(1, len(rows))
-    m["reward_separation"] = round(share, 4)
+        group = [ref, ref, *others]  # a GRPO group: two correct rollouts, the wrong ones, an empty one
+        if None not in group and max(group) > min(group):
+            varied += 1
+    m["reward_separation"] = round(ranked / max(1, len(rows)), 4)
+    m["group_variance"] = round(varied / max(1, len(rows)), 4)
+    values = [s["reward"] for s in scored + noop if s.get("reward") is not None]
+    outside = [v for v in values if not REWARD_RANGE[0] <= v <= REWARD_RANGE[1]]
     if errors:
-        report.add("rewards", "fail", f"a reward raised on a fresh item: {errors[0]}", "rewards must never raise")
-    elif share < SEPARATION_PASS:
-        report.add("rewards", "fail", f"on {len(rows)} fresh items the reward ranked the correct answer above every wrong "
-                   f"answer only {ranked} times", "score the final answer exactly as the answer format says")
+        report.add("rewards.ranking", "fail", f"a reward raised or returned no number on a fresh item: {errors[0]}",
+                   "rewards must never raise; return 0.0 for replies they cannot parse")
+    elif ranked < SEPARATION_PASS * len(rows):
+        report.add("rewards.ranking", "fail", f"on {len(rows)} fresh items the reward ranked the correct answer above "
+                   f"every plausible wrong answer only {ranked} times", "score the final answer exactly as the answer format says")
     else:
-        report.add("rewards", "pass", f"on {len(rows)} fresh items the correct answer outranks every wrong answer "
-                   f"{ranked} times")
+        report.add("rewards.ranking", "pass", f"on {len(rows)} fresh items the correct answer outranks every wrong "
+                   f"answer {ranked} times")
+    if varied < GROUP_VARIANCE_PASS * len(rows):
+        report.add("rewards.group", "fail", f"in {len(rows) - varied} of {len(rows)} simulated GRPO groups (correct, wrong "
+                   "and empty replies) every rollout got the same reward: no learning signal", "rewards must differ between "
+                   "correct and wrong replies")
+    else:
+        report.add("rewards.group", "pass", f"{varied} of {len(rows)} simulated GRPO groups have reward variance")
+    if outside:
+        report.add("rewards.range", "fail", f"a reward of {outside[0]:g} is outside the documented range "
+                   f"[{REWARD_RANGE[0]:g}, {REWARD_RANGE[1]:g}]", "keep each reward's weighted sum within [0, 1]")
+    else:
+        report.add("rewards.range", "pass", f"all {len(values)} rewards seen are within [0, 1]")
 
 
-def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float = 90.0) -> tuple[ProbeReport, JobBundle | None]:
-    """Validate the workspace as a job; the bundle is returned only when everything passed."""
-    import time
+def _normalise(text: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
+
+def _ngrams(text: str) -> set[tuple[str, ...]]:
+    words = _normalise(text).split()
+    return {tuple(words[i:i + NGRAM]) for i in range(len(words) - NGRAM + 1)}
+
+
+@cache
+def _leak_index(family: str, secret: str) -> tuple[set[str], set[str], list[tuple[set[tuple[str, ...]], str]]]:
+    """Hidden prompts (exact, normalised) and each hidden item's distinctive n-grams and answer."""
+    fam = get_family(family)
+    counts: dict[tuple[str, ...], int] = {}
+    for row in fam.generate("leakage-template", 200):
+        for g in _ngrams(row["prompt"]):
+            counts[g] = counts.get(g, 0) + 1
+    template = {g for g, c in counts.items() if c >= 2}
+    items = hidden.hidden_eval(family)
+    return ({ex.prompt for ex in items}, {_normalise(ex.prompt) for ex in items},
+            [(_ngrams(ex.prompt) - template, _normalise(ex.answer)) for ex in items])
+
+
+def leaked(task: TaskSpec, rows: list[tuple[str, str]]) -> bool:
+    """Whether any job task (prompt, answer) matches a hidden-eval item."""
+    exact, normal, distinct = _leak_index(task.family, hidden.secret_seed())
+    for prompt, answer in rows:
+        if prompt in exact or _normalise(prompt) in normal:
+            return True
+        grams, answer = _ngrams(prompt), _normalise(answer)
+        for item, item_answer in distinct:
+            if answer == item_answer and len(item) >= NGRAM_MIN and len(item & grams) >= NGRAM_SHARE * len(item):
+                return True
+    return False
+
+
+def _leakage(report: ProbeReport, res: dict, task: TaskSpec) -> None:
+    found = leaked(task, [(r[0], r[1]) for r in res.get("rows", [])])
+    report.measurements["leakage"] = found
+    if found:
+        report.add("leakage", "fail", "some tasks in your data match items of the hidden eval (exactly, after "
+                   "normalisation, or by n-gram overlap); which ones is not shown",
+                   "generate your own data; never copy eval items into training data")
+    else:
+        report.add("leakage", "pass", "no task matches a hidden-eval item")
+
+
+def _config(report: ProbeReport, job: JobConfig, task: TaskSpec, bundle: JobBundle) -> None:
+    issues = check_bounds(job, task)
+    for issue in issues:
+        report.add("config.bounds", "fail", issue.message, issue.hint)
+    if not issues:
+        report.add("config.bounds", "pass", "job.toml is within the task's bounds")
+    p, model, device = job.prime_rl, job.job.base_model, gpu.gpu(task.bounds.gpu)
+    if model in gpu.CALIBRATED_MODELS:
+        peak = gpu.peak_memory_gib(model, p.seq_len, lora=p.lora is not None)
+        report.measurements["peak_memory_gib"] = round(peak, 2)
+        if gpu.fits(model, p.seq_len, device, lora=p.lora is not None):
+            report.add("config.memory", "pass", f"estimated trainer peak {peak:.1f} GiB fits {device.name} ({device.memory_gib} GB)")
+        else:
+            report.add("config.memory", "fail", f"estimated trainer peak {peak:.1f} GiB at seq_len {p.seq_len} would run out "
+                       f"of memory on {device.name} ({device.memory_gib} GB)", "lower seq_len, use LoRA, or a smaller model")
+    rl = render_rl_toml(job, bundle.manifest.taskset_id, task)
+    missing = [key for key, ok in (
+        ("max_steps", rl.get("max_steps")), ("seq_len", rl.get("seq_len")), ("model.name", rl["model"].get("name")),
+        ("orchestrator.group_size >= 2", rl["orchestrator"].get("group_size", 0) >= 2),
+        ("harness null", rl["orchestrator"]["train"]["source"][0]["env"]["agent"]["harness"]["id"] == "null"),
+        ("runtime subprocess", rl["orchestrator"]["train"]["source"][0]["env"]["agent"]["runtime"]["type"] == "subprocess"),
+    ) if not ok]
+    if missing:
+        report.add("config.rl_toml", "fail", f"the rendered rl.toml lacks {missing}", "this is a trainergym bug: please report it")
+    else:
+        report.add("config.rl_toml", "pass", "the rendered rl.toml is complete")
+    _prime_rl_schema(report, bundle)
+
+
+# Validates a rendered rl.toml with prime-rl's own config classes (Python 3.12).
+_SCHEMA_CHECK = """import sys
+from pydantic_config import cli
+from prime_rl.configs.rl import RLConfig
+cli(RLConfig, args=["@", sys.argv[1], "--dry-run"])
+"""
+
+
+def _prime_rl_schema(report: ProbeReport, bundle: JobBundle) -> None:
+    """Optional: `TRAINERGYM_PRIME_RL_PYTHON` names a Python 3.12 with prime-rl's config
+    package and the job's taskset installed."""
+    python = os.environ.get("TRAINERGYM_PRIME_RL_PYTHON")
+    if not python:
+        report.add("config.prime_rl", "skip", "prime-rl's config schema was not checked (set TRAINERGYM_PRIME_RL_PYTHON "
+                   "to a Python 3.12 with prime-rl's config package to enable it)")
+        return
+    try:
+        out = subprocess.run([python, "-c", _SCHEMA_CHECK, str(bundle.rl_toml)], capture_output=True, text=True, timeout=120)
+        ok, detail = out.returncode == 0, (out.stderr or out.stdout)[-1500:]
+    except (OSError, subprocess.TimeoutExpired) as e:
+        ok, detail = False, f"{type(e).__name__}: {e}"
+    if ok:
+        report.add("config.prime_rl", "pass", "rl.toml validates against prime-rl's config schema")
+    else:
+        report.add("config.prime_rl", "fail", f"prime-rl's config schema rejects the rendered rl.toml:\n{detail}",
+                   "check the [prime_rl] values named above")
+
+
+def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float = 90.0,
+          warm: bool = True) -> tuple[ProbeReport, JobBundle | None]:
+    """Validate the workspace as a job; the bundle is returned only when everything passed.
+    `warm=False` uses a fresh sandbox (and pays the verifiers import)."""
     started = time.monotonic()
     report = ProbeReport()
     job_path = workspace_root / JOB_FILE
@@ -290,19 +397,25 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
         for issue in issues:
             report.add(issue.check, "fail", issue.message, issue.hint)
         return report, None
-    issues = check_bounds(job, task)
-    for issue in issues:
-        report.add(issue.check, "fail", issue.message, issue.hint)
-    if not issues:
-        report.add("bounds", "pass", "job.toml is within the task's bounds")
     if not (workspace_root / TASKSET_DIR / "__init__.py").is_file():
         report.add("shape", "fail", "taskset/__init__.py is missing",
                    "write a verifiers v1 taskset package under taskset/ (see INSTRUCTIONS.md)")
         return report, None
+    odd = [p.relative_to(workspace_root).as_posix() for p in sorted((workspace_root / TASKSET_DIR).rglob("*"))
+           if p.is_symlink() or not (p.is_file() or p.is_dir())]
+    if odd:
+        report.add("shape", "fail", f"{odd[0]} is a symlink or special file; a job holds only regular files and "
+                   "directories", "replace it with a regular file")
+        return report, None
 
     bundle = build_bundle(workspace_root, bundle_dir, job, task)
-    res, report.confinement = run_child(bundle.root / "package", bundle.manifest.taskset_id, _probe_request(task), timeout)
-    _check_package(report, res, task, job)
+    res, report.confinement = _measure(bundle.root / "package", bundle.manifest.taskset_id, task, timeout, warm)
+    if _shape(report, res):
+        _data(report, res, task, job)
+        _tools(report, res, task)
+        _rewards(report, res)
+        _leakage(report, res, task)
+    _config(report, job, task, bundle)
     report.seconds = round(time.monotonic() - started, 2)
     bundle.manifest.probe = report.measurements
     write_manifest(bundle)

@@ -109,7 +109,7 @@ def make_item(rng: random.Random, item_id: str, difficulty: int) -> Item:
         if op in ("div", "mod") and value <= 0:
             op = "add"  # keep floor division on positive values: no sign puzzles
         if op == "mul":
-            x = rng.randint(3, 10 ** max(1, digits - 1))
+            x = rng.randint(3, max(99, 10 ** (digits - 1)))
         elif op in ("div", "mod"):
             x = rng.randint(3, max(4, min(abs(value) // 2, 10 ** (digits - 1) * 3)))
         else:

@@ -26,7 +26,8 @@ from trainergym.tasks import TaskSpec, get_family
 CAPACITY = {"Qwen/Qwen3-0.6B": 0.45, "Qwen/Qwen3-1.7B": 0.55}  # share of headroom an ideal job closes
 LR_OPTIMUM = {"Qwen/Qwen3-0.6B": 3e-6, "Qwen/Qwen3-1.7B": 2e-6}  # full fine-tune; LoRA x10
 LR_WIDTH_DECADES = 0.5
-ROLLOUTS_SCALE = 4000.0  # rollouts for 63% of the attainable gain
+ROLLOUTS_SCALE = 4000.0
+DISTINCT_SCALE = 500  # distinct training prompts below which the data itself limits learning  # rollouts for 63% of the attainable gain
 SETUP_SECONDS = 420.0  # install + model load before step 1
 STEP_OVERHEAD_SECONDS = 6.0  # weight broadcast, orchestration
 INFERENCE_SPEEDUP = 8.0  # rollout tokens/s relative to training tokens/s
@@ -91,7 +92,7 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
     signal = m.get("reward_separation", 0.0) * (1.0 if m.get("noop_ok") else 0.0)
     gold = m.get("gold_pass_rate", 0.0)
     signal *= 0.5 + 0.5 * gold
-    coverage = 0.3 + 0.7 * m.get("skill_coverage", 0.0)
+    coverage = (0.3 + 0.7 * m.get("skill_coverage", 0.0)) * min(1.0, m.get("distinct_prompts", 0) / DISTINCT_SCALE) ** 0.5
     parity = m.get("tool_parity", 0.0)
     hyper, hyper_parts = hyper_factor(job)
     rollouts = steps_done * p.batch_size

@@ -40,7 +40,7 @@ def make_chain(rng: random.Random, level: int) -> tuple[str, int]:
         if op in ("div", "mod") and value <= 0:
             op = "add"
         if op == "mul":
-            x = rng.randint(3, 10 ** max(1, digits - 1))
+            x = rng.randint(3, max(99, 10 ** (digits - 1)))
         elif op in ("div", "mod"):
             x = rng.randint(3, max(4, min(abs(value) // 2, 3 * 10 ** (digits - 1))))
         else:

@@ -1,0 +1,239 @@
+"""Confinement for agent-written code, and a warm pool of confined workers.
+
+Agent code never runs in the library's process. It runs in a child confined by bubblewrap:
+its own network namespace (no network), PID, IPC and UTS namespaces, a read-only view of the
+system with every home directory and the trainergym data directory (the hidden-eval secret)
+hidden behind empty tmpfs mounts, a private size-capped /tmp holding its copy of the job, a
+scrubbed environment, and, when we are root, an unprivileged uid (65534) with no capabilities.
+Around it: wall-clock, CPU, memory, process-count, open-file and file-size limits.
+
+Where bwrap cannot run, the fallback is resource limits plus `unshare -n` (no network), and
+`Sandbox.describe()` says what is missing. With neither, nothing runs unless the user opted in
+(`TRAINERGYM_ALLOW_UNCONFINED=1`), and then the report says so.
+
+`WarmWorker` keeps one confined worker alive with verifiers imported; it forks a fresh child
+per job, so a probe does not pay the import (docs/design.md, "The probe").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+CHILD = Path(__file__).with_name("probe_child.py")
+SANDBOX_UID = 65534  # nobody
+_SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|TRAINERGYM", re.IGNORECASE)
+_KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
+
+@dataclass(frozen=True)
+class Limits:
+    wall_seconds: float = 90.0
+    cpu_seconds: int = 120
+    memory_bytes: int = 4 << 30  # address space per process
+    file_bytes: int = 64 << 20  # largest file it may write
+    tmp_bytes: int = 256 << 20  # its whole writable /tmp
+    processes: int = 256  # per sandbox uid (threads count too)
+    open_files: int = 256
+
+
+@cache
+def _works(*cmd: str) -> bool:
+    try:
+        return subprocess.run([*cmd, "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _hidden_dirs(data_dir: Path) -> list[Path]:
+    homes = {Path("/root"), Path("/home"), Path(os.path.expanduser("~"))}
+    return sorted({p for p in homes if p.is_dir()} | ({data_dir} if data_dir.is_dir() else set()))
+
+
+def _needed_under(hidden: list[Path]) -> list[Path]:
+    """What the child must still see below a hidden directory: the interpreter, the venv,
+    and every import path (editable installs of trainergym and the families)."""
+    wanted = {Path(sys.base_prefix), Path(sys.prefix), CHILD.parent, *(Path(p) for p in sys.path if p)}
+    out = set()
+    for path in wanted:
+        path = path.resolve() if path.exists() else path
+        if path.exists() and any(path.is_relative_to(h) for h in hidden):
+            out.add(path)
+    return sorted(out)
+
+
+class Sandbox:
+    """Builds the command line that confines one child process."""
+
+    def __init__(self, limits: Limits = Limits(), data_dir: Path | None = None, prefer: str = "auto"):
+        from trainergym.hidden import data_dir as default_data_dir
+
+        self.limits = limits
+        self.data_dir = Path(data_dir or default_data_dir()).resolve()
+        self.kind = self._choose(prefer)
+
+    def _choose(self, prefer: str) -> str:
+        bwrap = shutil.which("bwrap")
+        if prefer in ("auto", "bwrap") and bwrap and _works(bwrap, "--ro-bind", "/", "/", "--unshare-all", "--dev", "/dev",
+                                                            *self._user_args(), "--"):
+            return "bwrap"
+        unshare = shutil.which("unshare")
+        if prefer in ("auto", "unshare") and unshare and _works(unshare, "-n"):
+            return "unshare"
+        if os.environ.get("TRAINERGYM_ALLOW_UNCONFINED") == "1":
+            return "rlimits-only"
+        return "none"
+
+    def _user_args(self) -> list[str]:
+        return [] if os.geteuid() == 0 else ["--unshare-user"]
+
+    def describe(self) -> str:
+        return {
+            "bwrap": "bubblewrap: no network, own PID/IPC/UTS namespaces, read-only system, homes and the data "
+                     "directory hidden, private /tmp, scrubbed environment" +
+                     (", unprivileged uid" if os.geteuid() == 0 else "") + "; rlimits: wall, CPU, memory, processes, files",
+            "unshare": "FALLBACK (bwrap unavailable): unshare -n (no network), scrubbed environment, rlimits; the "
+                       "filesystem, including the data directory, is NOT hidden from agent code" +
+                       ("; no process-count limit (running as root)" if os.geteuid() == 0 else ""),
+            "rlimits-only": "UNCONFINED (TRAINERGYM_ALLOW_UNCONFINED=1): rlimits and a scrubbed environment only; "
+                            "agent code can reach the network and the filesystem",
+            "none": "no sandbox available",
+        }[self.kind]
+
+    def env(self, home: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV and not _SECRET_ENV.search(k)}
+        env.update(HOME=home, TMPDIR="/tmp" if self.kind == "bwrap" else home, PYTHONDONTWRITEBYTECODE="1",
+                   PYTHONNOUSERSITE="1", NO_PROXY="*", HF_HUB_OFFLINE="1")
+        return env
+
+    def command(self, argv: list[str], spool: Path) -> list[str]:
+        """`argv` confined, with `spool` (the host directory holding job copies) visible
+        read-only at /tmp/spool (bwrap) or at its own path (fallbacks)."""
+        if self.kind == "none":
+            raise RuntimeError("no sandbox is available: install bubblewrap (Debian package `bubblewrap`) or util-linux "
+                               "`unshare`; or set TRAINERGYM_ALLOW_UNCONFINED=1 to run agent code with rlimits only")
+        if self.kind == "unshare":
+            return [shutil.which("unshare"), "-n", *argv]
+        if self.kind == "rlimits-only":
+            return list(argv)
+        hidden = _hidden_dirs(self.data_dir)
+        cmd = [shutil.which("bwrap"), "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
+               "--unshare-ipc", "--unshare-uts", *self._user_args(), "--ro-bind", "/", "/"]
+        for path in hidden:
+            cmd += ["--tmpfs", str(path)]
+        for path in _needed_under(hidden):
+            cmd += ["--ro-bind", str(path), str(path)]
+        if self.data_dir.is_dir():  # also when it lies inside a path re-exposed above
+            cmd += ["--tmpfs", str(self.data_dir)]
+        cmd += ["--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp",
+                "--ro-bind", str(spool), "/tmp/spool", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+        if os.geteuid() == 0:  # drop to an unprivileged uid inside: process limits apply, no capabilities
+            cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", shutil.which("setpriv"),
+                    f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all"]
+        else:
+            cmd += ["--"]
+        return cmd + list(argv)
+
+    def spool_path(self, spool: Path) -> str:
+        """Where the child sees `spool`."""
+        return "/tmp/spool" if self.kind == "bwrap" else str(spool)
+
+
+class WorkerError(RuntimeError):
+    pass
+
+
+class WarmWorker:
+    """One confined worker with verifiers imported, forking a fresh child per request.
+
+    `run` copies the job package into the spool, sends one request line, and waits for the
+    child's one-line result. A worker that dies, hangs or answers garbage is replaced."""
+
+    def __init__(self, sandbox: Sandbox | None = None):
+        self.sandbox = sandbox or Sandbox()
+        self._spool = Path(tempfile.mkdtemp(prefix="tg-spool-"))
+        os.chmod(self._spool, 0o755)
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+
+    def _start(self) -> subprocess.Popen:
+        limits = {**self.sandbox.limits.__dict__, "pid_namespace": self.sandbox.kind == "bwrap"}
+        argv = [sys.executable, "-I", str(CHILD), "--serve", json.dumps(limits)]
+        proc = subprocess.Popen(self.sandbox.command(argv, self._spool), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True, env=self.sandbox.env("/tmp"), cwd=self._spool,
+                                start_new_session=True)
+        line = self._readline(proc, 120.0)
+        if line.strip() != "ready":
+            _kill(proc)
+            raise WorkerError(f"the confined worker failed to start: {line[:300]!r}")
+        return proc
+
+    @staticmethod
+    def _readline(proc: subprocess.Popen, timeout: float) -> str:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        return proc.stdout.readline() if ready else ""
+
+    def run(self, package_dir: Path, request: dict) -> dict:
+        nonce = request["nonce"]
+        job = self._spool / nonce
+        shutil.copytree(package_dir, job, symlinks=True)
+        for root, dirs, files in os.walk(job):  # readable by the sandbox uid
+            for name in dirs + files:
+                os.chmod(Path(root) / name, 0o755 if name in dirs else 0o644, follow_symlinks=False)
+        os.chmod(job, 0o755)
+        try:
+            with self._lock:
+                for attempt in (1, 2):
+                    if self._proc is None or self._proc.poll() is not None:
+                        self._proc = self._start()
+                    payload = {**request, "package_src": f"{self.sandbox.spool_path(self._spool)}/{nonce}"}
+                    try:
+                        self._proc.stdin.write(json.dumps(payload) + "\n")
+                        self._proc.stdin.flush()
+                        line = self._readline(self._proc, self.sandbox.limits.wall_seconds + 30)
+                    except (BrokenPipeError, OSError):
+                        line = ""
+                    if line.startswith("{"):
+                        return json.loads(line)
+                    _kill(self._proc)  # dead or hung: replace it, retry once
+                    self._proc = None
+                raise WorkerError("the confined worker stopped answering")
+        finally:
+            shutil.rmtree(job, ignore_errors=True)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            _kill(self._proc)
+            self._proc = None
+        shutil.rmtree(self._spool, ignore_errors=True)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def run_once(sandbox: Sandbox, package_dir: Path, request: dict) -> dict:
+    """A cold probe: a fresh confined worker for one request (pays the verifiers import)."""
+    worker = WarmWorker(sandbox)
+    try:
+        return worker.run(package_dir, request)
+    finally:
+        worker.close()
