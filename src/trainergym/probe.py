@@ -288,28 +288,39 @@ def _ngrams(text: str) -> set[tuple[str, ...]]:
 
 
 @cache
-def _leak_index(family: str, secret: str) -> tuple[set[str], set[str], list[tuple[set[tuple[str, ...]], str]]]:
-    """Hidden prompts (exact, normalised) and each hidden item's distinctive n-grams and answer."""
+def _leak_index(family: str, secret: str) -> tuple[set[str], dict[tuple[str, ...], list[int]], list[tuple[int, str]]]:
+    """Normalised hidden prompts; an inverted index from each distinctive n-gram to the hidden
+    items holding it; and per item, its distinctive n-gram count and normalised answer."""
     fam = get_family(family)
     counts: dict[tuple[str, ...], int] = {}
     for row in fam.generate("leakage-template", 200):
         for g in _ngrams(row["prompt"]):
             counts[g] = counts.get(g, 0) + 1
-    template = {g for g, c in counts.items() if c >= 2}
     items = hidden.hidden_eval(family)
-    return ({ex.prompt for ex in items}, {_normalise(ex.prompt) for ex in items},
-            [(_ngrams(ex.prompt) - template, _normalise(ex.answer)) for ex in items])
+    index: dict[tuple[str, ...], list[int]] = {}
+    sizes = []
+    for i, ex in enumerate(items):
+        distinct = {g for g in _ngrams(ex.prompt) if counts.get(g, 0) < 2}
+        for g in distinct:
+            index.setdefault(g, []).append(i)
+        sizes.append((len(distinct), _normalise(ex.answer)))
+    return {_normalise(ex.prompt) for ex in items}, index, sizes
 
 
 def leaked(task: TaskSpec, rows: list[tuple[str, str]]) -> bool:
     """Whether any job task (prompt, answer) matches a hidden-eval item."""
-    exact, normal, distinct = _leak_index(task.family, hidden.secret_seed())
+    normal, index, sizes = _leak_index(task.family, hidden.secret_seed())
     for prompt, answer in rows:
-        if prompt in exact or _normalise(prompt) in normal:
+        if _normalise(prompt) in normal:  # covers exact copies too
             return True
-        grams, answer = _ngrams(prompt), _normalise(answer)
-        for item, item_answer in distinct:
-            if answer == item_answer and len(item) >= NGRAM_MIN and len(item & grams) >= NGRAM_SHARE * len(item):
+        hits: dict[int, int] = {}
+        for g in _ngrams(prompt):
+            for i in index.get(g, ()):
+                hits[i] = hits.get(i, 0) + 1
+        answer = _normalise(answer)
+        for i, shared in hits.items():
+            size, item_answer = sizes[i]
+            if size >= NGRAM_MIN and shared >= NGRAM_SHARE * size and answer == item_answer:
                 return True
     return False
 

@@ -275,7 +275,13 @@ def _run_one(req: dict, limits: dict, in_pid_namespace: bool) -> dict:
 
 
 def serve(limits: dict) -> None:
-    import verifiers.v1  # noqa: F401 - the point of a warm worker: pay this once
+    # The point of a warm worker: pay these imports once. The loader looks a taskset id up in
+    # verifiers.v1.tasksets first, which imports mcp (~1 s).
+    import verifiers.v1  # noqa: F401
+    import verifiers.v1.graph  # noqa: F401
+    import verifiers.v1.tasksets  # noqa: F401
+    import verifiers.v1.utils.decorators  # noqa: F401
+    import verifiers.v1.utils.loaders  # noqa: F401
 
     # Children share our uid: a non-dumpable worker cannot be traced or read through /proc by them.
     import ctypes
