@@ -2,9 +2,10 @@
 
     uv run python bench/episode.py [--episodes 5]
 
-Prints reset p50, file-tool step p50, submit_job p50 and full reference episode p50, and
-the ratio of the full episode to a bare `python -c "import verifiers.v1"` measured in the
-same run (a submit loads the agent's taskset in a fresh confined child, which pays it).
+Prints reset p50, file-tool step p50, the first submit_job of a process (which starts the
+warm sandbox worker and so pays the verifiers import once), warm submit_job p50 and full
+reference episode p50, and the ratio of the full episode to a bare
+`python -c "import verifiers.v1"` measured in the same run.
 Targets (issue 2): reset <= 20 ms, file tool <= 2 ms, full episode <= 1.5x the bare import.
 """
 
@@ -52,7 +53,7 @@ async def measure(episodes: int) -> dict[str, list[float]]:
         files.append(time.perf_counter() - t)
         assert info["ok"] and not (terminated or truncated), obs
     job = reference_job_files("calc_chain")
-    for _ in range(episodes):
+    for _ in range(episodes + 1):  # the first submit of a process also starts the sandbox worker
         await env.reset()
         for path, content in job.items():
             await env.step({"name": "write_file", "arguments": {"path": path, "content": content}})
@@ -84,7 +85,9 @@ def main() -> None:
     print(f"bare `import verifiers.v1` p50   {bare:8.3f} s   (n={len(imports)})")
     print(f"reset p50                        {p50(m['reset']) * 1e3:8.2f} ms  (n={len(m['reset'])}, target <= 20 ms)")
     print(f"file-tool step p50               {p50(m['file']) * 1e3:8.3f} ms  (n={len(m['file'])}, target <= 2 ms)")
-    print(f"submit_job p50                   {p50(m['submit']):8.3f} s   (n={len(m['submit'])})")
+    print(f"first submit_job of a process    {m['submit'][0]:8.3f} s   (starts the warm sandbox worker: "
+          f"{m['submit'][0] / bare:.2f}x bare import)")
+    print(f"submit_job p50 (warm)            {p50(m['submit'][1:]):8.3f} s   (n={len(m['submit']) - 1})")
     print(f"full reference episode p50       {p50(m['episode']):8.3f} s   (n={len(m['episode'])})")
     print(f"episode / bare import            {p50(m['episode']) / bare:8.2f} x   (target <= 1.5x)")
 
