@@ -117,8 +117,8 @@ async def measure(req: dict) -> dict:
         res["error"] = _short_error(e, package_dir, module)
         return res
     res["infinite"] = not taskset.bounded
-    res["n_tasks"] = len(tasks)
     res["truncated"] = len(tasks) > req["max_tasks"]
+    res["n_tasks"] = min(len(tasks), req["max_tasks"])
     tasks = tasks[: req["max_tasks"]]
     if not tasks:
         res["error"] = "the taskset's load() yielded no tasks"

@@ -132,12 +132,14 @@ class Sandbox:
                "--unshare-ipc", "--unshare-uts", *self._user_args(), "--ro-bind", "/", "/"]
         for path in hidden:
             cmd += ["--tmpfs", str(path)]
-        for path in _needed_under(hidden):
+        cmd += ["--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
+        # Re-expose, read-only, what the child needs from under the masked directories (a
+        # checkout and its venv may well live in a home directory or in /tmp).
+        for path in _needed_under([*hidden, Path("/tmp")]):
             cmd += ["--ro-bind", str(path), str(path)]
         if self.data_dir.is_dir():  # also when it lies inside a path re-exposed above
             cmd += ["--tmpfs", str(self.data_dir)]
-        cmd += ["--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp",
-                "--ro-bind", str(spool), "/tmp/spool", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+        cmd += ["--ro-bind", str(spool), "/tmp/spool", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
         if os.geteuid() == 0:  # drop to an unprivileged uid inside: process limits apply, no capabilities
             cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", shutil.which("setpriv"),
                     f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all"]

@@ -1,0 +1,59 @@
+"""The sandbox's modes: bubblewrap, the unshare fallback, and refusing to run unconfined."""
+
+import secrets
+import shutil
+
+import pytest
+
+from trainergym import hidden, sandbox
+from trainergym.sandbox import Sandbox, run_once
+
+
+def request(task_module: str) -> dict:
+    return {"nonce": secrets.token_hex(8), "module": task_module, "probe_items": [], "max_tasks": 50,
+            "gold_tasks": 1, "reward_timeout": 5.0, "timeout": 60}
+
+
+@pytest.fixture
+def package(tmp_path, reference_files):
+    from conftest import write_job
+
+    write_job(tmp_path / "pkg" / "job_sbx", {k.removeprefix("taskset/"): v for k, v in reference_files.items()
+                                             if k.startswith("taskset/")})
+    return tmp_path / "pkg"
+
+
+def test_bwrap_hides_homes_and_the_data_dir():
+    box = Sandbox()
+    assert box.kind == "bwrap", "these tests expect bubblewrap (CI installs it)"
+    cmd = box.command(["python"], hidden.data_dir())
+    assert "--unshare-net" in cmd and "--unshare-pid" in cmd
+    assert ["--tmpfs", str(hidden.data_dir().resolve())] == cmd[cmd.index(str(hidden.data_dir().resolve())) - 1:][:2]
+    assert "hidden" in box.describe()
+
+
+def test_unshare_fallback_runs_and_says_what_is_missing(package):
+    box = Sandbox(prefer="unshare")
+    assert box.kind == "unshare" and "FALLBACK" in box.describe() and "NOT hidden" in box.describe()
+    result = run_once(box, package, request("job_sbx"))
+    assert result["stage"] == "done" and result["n_tasks"] == 50
+
+
+def test_no_sandbox_refuses_unless_opted_in(monkeypatch, package):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.delenv("TRAINERGYM_ALLOW_UNCONFINED", raising=False)
+    box = Sandbox()
+    assert box.kind == "none"
+    with pytest.raises(RuntimeError, match="install bubblewrap"):
+        run_once(box, package, request("job_sbx"))
+    monkeypatch.setenv("TRAINERGYM_ALLOW_UNCONFINED", "1")
+    box = Sandbox()
+    assert box.kind == "rlimits-only" and box.describe().startswith("UNCONFINED")
+
+
+def test_environment_is_scrubbed(monkeypatch):
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    env = Sandbox().env("/tmp")
+    assert not any(k in env for k in ("MY_SERVICE_TOKEN", "AWS_SECRET_ACCESS_KEY", "TRAINERGYM_HIDDEN_SEED"))
+    assert env["HOME"] == "/tmp" and "PATH" in env
