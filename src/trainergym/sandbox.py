@@ -135,7 +135,13 @@ class Sandbox:
         cmd += ["--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
         # Re-expose, read-only, what the child needs from under the masked directories (a
         # checkout and its venv may well live in a home directory or in /tmp).
-        for path in _needed_under([*hidden, Path("/tmp")]):
+        masked, made = [*hidden, Path("/tmp")], set()
+        for path in _needed_under(masked):
+            root = max((m for m in masked if path.is_relative_to(m)), key=lambda m: len(m.parts))
+            for ancestor in reversed(path.parents):  # bwrap would create them 0700: unreadable for the uid
+                if ancestor.is_relative_to(root) and ancestor != root and ancestor not in made:
+                    made.add(ancestor)
+                    cmd += ["--perms", "0755", "--dir", str(ancestor)]
             cmd += ["--ro-bind", str(path), str(path)]
         if self.data_dir.is_dir():  # also when it lies inside a path re-exposed above
             cmd += ["--tmpfs", str(self.data_dir)]
