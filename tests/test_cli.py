@@ -65,3 +65,19 @@ def test_probe_command_exit_status_and_json(tmp_path):
     (tmp_path / "job.toml").write_text("[job]\n")
     bad = subprocess.run([str(BIN), "probe", str(tmp_path), "--family", "calc_chain"], capture_output=True, text=True, cwd=ROOT)
     assert bad.returncode == 1 and "INVALID" in bad.stdout and "prime_rl" in bad.stdout
+
+
+def test_jobs_lists_and_inspects_the_queue(tmp_path):
+    from trainergym.queue import JobQueue
+
+    q = JobQueue(tmp_path / "jobs.db")
+    job = q.enqueue("h", "calc_chain", "/b")
+    q.lease("w")
+    q.complete(job.id, "w", {"post": 0.81})
+    out = subprocess.run([str(BIN), "jobs", "--db", str(tmp_path / "jobs.db"), "--json"], capture_output=True, text=True)
+    data = json.loads(out.stdout)
+    assert data["counts"] == {"done": 1} and data["jobs"][0]["result"] == {"post": 0.81}
+    one = subprocess.run([str(BIN), "jobs", job.id, "--db", str(tmp_path / "jobs.db")], capture_output=True, text=True)
+    assert json.loads(one.stdout)["state"] == "done"
+    table = subprocess.run([str(BIN), "jobs", "--db", str(tmp_path / "jobs.db")], capture_output=True, text=True).stdout
+    assert job.id in table and "0.81" in table

@@ -103,6 +103,38 @@ def probe_job(
     raise typer.Exit(0 if report.ok else 1)
 
 
+@app.command("jobs")
+def jobs(
+    job_id: Optional[str] = typer.Argument(None, help="show one job in full"),
+    db: Path = typer.Option(None, help="queue database (default: <data dir>/jobs.db)"),
+    state: Optional[str] = typer.Option(None, help="only jobs in this state: queued, leased, running, done, failed"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+) -> None:
+    """List and inspect the jobs of the durable queue."""
+    from trainergym.hidden import data_dir
+    from trainergym.queue import JobQueue
+
+    queue = JobQueue(db or data_dir() / "jobs.db")
+    if job_id:
+        job = queue.get(job_id)
+        if job is None:
+            console.print(f"no job {job_id!r}")
+            raise typer.Exit(1)
+        print(job.model_dump_json(indent=2))
+        return
+    rows = queue.jobs(state)  # type: ignore[arg-type]
+    if as_json:
+        print(json.dumps({"counts": queue.counts(), "jobs": [j.model_dump(mode="json") for j in rows]}))
+        return
+    table = Table(title=f"jobs ({', '.join(f'{k} {v}' for k, v in sorted(queue.counts().items())) or 'none'})")
+    for col in ("id", "task", "state", "attempts", "owner", "post / reason"):
+        table.add_column(col)
+    for j in rows:
+        outcome = f"{j.result.get('post')}" if j.result else (j.failure_reason or "")
+        table.add_row(j.id, j.task_id, j.state, f"{j.attempts}/{j.max_attempts}", j.owner or "", outcome)
+    console.print(table)
+
+
 @app.command("families")
 def list_families(as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """List the installed task families with held-out flags and untrained baselines."""

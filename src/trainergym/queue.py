@@ -1,0 +1,206 @@
+"""The durable job queue: SQLite in WAL mode, safe across processes and crashes.
+
+    queued -> leased -> running -> done
+                 \\-------\\-----> failed (after max_attempts, or a permanent failure)
+
+A worker `lease`s the oldest queued job for `lease_seconds`, keeps the lease alive with
+`heartbeat`, and ends it with `complete` or `fail`. A lease that expires (the worker or its pod
+died) is returned to the queue by `recover`, and that attempt counts. Completion is idempotent
+and only the current lease holder can change a job, so a late answer from a lost worker never
+overwrites a newer attempt. Jobs are deduplicated by bundle content hash. All times come from
+an injectable clock, so the pool and the fleet benchmark can run on a virtual one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel
+
+State = Literal["queued", "leased", "running", "done", "failed"]
+ACTIVE: tuple[State, ...] = ("queued", "leased", "running")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    content_hash TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    bundle TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    max_attempts INTEGER NOT NULL,
+    owner TEXT,
+    lease_expires REAL,
+    created REAL NOT NULL,
+    updated REAL NOT NULL,
+    result TEXT,
+    failure_reason TEXT
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created);
+CREATE INDEX IF NOT EXISTS jobs_hash ON jobs (content_hash);
+"""
+
+
+class Job(BaseModel):
+    id: str
+    content_hash: str
+    task_id: str
+    bundle: str
+    state: State
+    attempts: int
+    max_attempts: int
+    owner: str | None = None
+    lease_expires: float | None = None
+    created: float
+    updated: float
+    result: dict | None = None
+    failure_reason: str | None = None
+
+
+class JobQueue:
+    def __init__(self, path: Path | str, lease_seconds: float = 120.0, max_attempts: int = 3,
+                 clock: Callable[[], float] = time.time):
+        self.path, self.lease_seconds, self.max_attempts, self.clock = str(path), lease_seconds, max_attempts, clock
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=30)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")  # persistent: readers never block the writer
+            db.executescript(_SCHEMA)
+        finally:
+            db.close()
+
+    @contextmanager
+    def _tx(self):
+        """One write transaction, taken up front so concurrent workers serialise cleanly."""
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        db.row_factory = sqlite3.Row
+        try:
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        finally:
+            db.close()
+
+    @staticmethod
+    def _job(row: sqlite3.Row | None) -> Job | None:
+        if row is None:
+            return None
+        data = dict(row)
+        data["result"] = json.loads(data["result"]) if data["result"] else None
+        return Job.model_validate(data)
+
+    # --- producers -------------------------------------------------------------------------
+    def enqueue(self, content_hash: str, task_id: str, bundle: Path | str) -> Job:
+        """Queue a job; a bundle already queued, running or done is not queued twice."""
+        now = self.clock()
+        with self._tx() as db:
+            existing = db.execute("SELECT * FROM jobs WHERE content_hash = ? AND state != 'failed' ORDER BY created DESC",
+                                  (content_hash,)).fetchone()
+            if existing is not None:
+                return self._job(existing)
+            job_id = f"job-{uuid.uuid4().hex[:12]}"
+            db.execute("INSERT INTO jobs (id, content_hash, task_id, bundle, state, max_attempts, created, updated) "
+                       "VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)", (job_id, content_hash, task_id, str(bundle),
+                                                                 self.max_attempts, now, now))
+            return self._job(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+
+    # --- workers ---------------------------------------------------------------------------
+    def lease(self, owner: str) -> Job | None:
+        """Take the oldest queued job (expired leases are recovered first); counts an attempt."""
+        now = self.clock()
+        with self._tx() as db:
+            self._recover(db, now)
+            row = db.execute("SELECT * FROM jobs WHERE state = 'queued' ORDER BY created LIMIT 1").fetchone()
+            if row is None:
+                return None
+            db.execute("UPDATE jobs SET state = 'leased', owner = ?, lease_expires = ?, attempts = attempts + 1, "
+                       "updated = ? WHERE id = ?", (owner, now + self.lease_seconds, now, row["id"]))
+            return self._job(db.execute("SELECT * FROM jobs WHERE id = ?", (row["id"],)).fetchone())
+
+    def _holder(self, db, job_id: str, owner: str) -> sqlite3.Row | None:
+        return db.execute("SELECT * FROM jobs WHERE id = ? AND owner = ? AND state IN ('leased', 'running')",
+                          (job_id, owner)).fetchone()
+
+    def start(self, job_id: str, owner: str) -> bool:
+        now = self.clock()
+        with self._tx() as db:
+            if self._holder(db, job_id, owner) is None:
+                return False
+            db.execute("UPDATE jobs SET state = 'running', lease_expires = ?, updated = ? WHERE id = ?",
+                       (now + self.lease_seconds, now, job_id))
+            return True
+
+    def heartbeat(self, job_id: str, owner: str) -> bool:
+        """Extend the lease; False means it was lost (expired and given to someone else)."""
+        now = self.clock()
+        with self._tx() as db:
+            if self._holder(db, job_id, owner) is None:
+                return False
+            db.execute("UPDATE jobs SET lease_expires = ?, updated = ? WHERE id = ?", (now + self.lease_seconds, now, job_id))
+            return True
+
+    def complete(self, job_id: str, owner: str, result: dict) -> bool:
+        """Record the result. Idempotent: completing a done job again changes nothing."""
+        now = self.clock()
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is not None and row["state"] == "done":
+                return True
+            if self._holder(db, job_id, owner) is None:
+                return False
+            db.execute("UPDATE jobs SET state = 'done', result = ?, owner = NULL, lease_expires = NULL, updated = ? "
+                       "WHERE id = ?", (json.dumps(result), now, job_id))
+            return True
+
+    def fail(self, job_id: str, owner: str, reason: str, retry: bool = True) -> bool:
+        """End this attempt: back to the queue while attempts remain (and `retry`), else failed."""
+        now = self.clock()
+        with self._tx() as db:
+            row = self._holder(db, job_id, owner)
+            if row is None:
+                return False
+            final = not retry or row["attempts"] >= row["max_attempts"]
+            db.execute("UPDATE jobs SET state = ?, failure_reason = ?, owner = NULL, lease_expires = NULL, updated = ? "
+                       "WHERE id = ?", ("failed" if final else "queued", reason, now, job_id))
+            return True
+
+    # --- recovery and inspection -------------------------------------------------------------
+    def _recover(self, db, now: float) -> int:
+        expired = db.execute("SELECT * FROM jobs WHERE state IN ('leased', 'running') AND lease_expires < ?",
+                             (now,)).fetchall()
+        for row in expired:
+            final = row["attempts"] >= row["max_attempts"]
+            db.execute("UPDATE jobs SET state = ?, failure_reason = ?, owner = NULL, lease_expires = NULL, updated = ? "
+                       "WHERE id = ?", ("failed" if final else "queued",
+                                        f"lease lost (worker {row['owner']} stopped heartbeating)", now, row["id"]))
+        return len(expired)
+
+    def recover(self) -> int:
+        """Return jobs whose lease expired to the queue (or fail them at max attempts)."""
+        with self._tx() as db:
+            return self._recover(db, self.clock())
+
+    def get(self, job_id: str) -> Job | None:
+        with self._tx() as db:
+            return self._job(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+
+    def jobs(self, state: State | None = None) -> list[Job]:
+        with self._tx() as db:
+            query = "SELECT * FROM jobs" + (" WHERE state = ?" if state else "") + " ORDER BY created"
+            return [self._job(r) for r in db.execute(query, (state,) if state else ())]
+
+    def counts(self) -> dict[str, int]:
+        with self._tx() as db:
+            return {r["state"]: r["n"] for r in db.execute("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")}
