@@ -1,0 +1,218 @@
+"""The job runner: what executes one job on a GPU host.
+
+    setup -> train -> (training processes killed) -> hidden eval written -> pre -> post -> result.json
+
+`setup` installs the pinned stack (uv, prime-rl at the pinned commit, the family's package and
+the job's taskset package); `train` runs prime-rl on the bundle's `rl.toml`; `pre` and `post`
+score the base model and the trained weights on the hidden eval through the family's own
+scorer. The hidden eval is written to the host only after every training process is gone,
+into a directory the job's code never saw, and agent code does not run while scoring: the
+scorer uses the family's taskset, not the job's. Every phase has a timeout and a named failure
+reason. `status.json` carries a heartbeat and progress for the pod service to report.
+
+The real commands are the defaults (`Commands`); tests swap in fake executables to exercise
+the orchestration. Placeholders in a command: {root} {prime_rl} {rl_toml} {package} {family}
+{model} {weights} {eval_file} {score_file} {run_dir}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainergym.stack import PIN, PRIME_RL_COMMIT, PRIME_RL_REPO
+
+BOOTSTRAP = f"""set -euo pipefail
+command -v uv >/dev/null || python3 -m pip install --quiet uv
+if [ ! -d {{prime_rl}}/.git ]; then
+  git clone --filter=blob:none {PRIME_RL_REPO} {{prime_rl}}
+fi
+cd {{prime_rl}} && git fetch --quiet origin && git checkout --quiet {PRIME_RL_COMMIT}
+git submodule update --init --quiet -- deps/verifiers deps/renderers deps/pydantic-config
+uv sync --all-extras --quiet
+uv pip install --quiet {{family_package}} {{package}}
+"""
+
+
+@dataclass
+class Commands:
+    setup: list[str] = field(default_factory=lambda: ["bash", "-c", BOOTSTRAP])
+    train: list[str] = field(default_factory=lambda: ["uv", "run", "--project", "{prime_rl}", "rl", "@", "{rl_toml}",
+                                                       "--output-dir", "{run_dir}"])
+    # Serves `{weights}` with vLLM and scores the family's own taskset on `{eval_file}`, writing
+    # {"score", "n"} to `{score_file}`. (The scorer module is not written yet: see the open issue.)
+    score: list[str] = field(default_factory=lambda: ["uv", "run", "--project", "{prime_rl}", "python", "-m",
+                                                       "trainergym.scorer", "--family", "{family}", "--weights",
+                                                       "{weights}", "--items", "{eval_file}", "--out", "{score_file}"])
+
+
+@dataclass
+class Timeouts:
+    setup: float = 1800.0
+    train: float = 4 * 3600.0
+    score: float = 1800.0
+
+
+class PhaseFailed(Exception):
+    def __init__(self, reason: str, log_tail: str = ""):
+        super().__init__(reason)
+        self.reason, self.log_tail = reason, log_tail
+
+
+_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemoryError", re.IGNORECASE)
+
+
+class Runner:
+    """Runs one bundle under `root` (a job directory on the GPU host)."""
+
+    def __init__(self, bundle: Path, root: Path, hidden_eval: Callable[[], list[dict]], family: str, base_model: str,
+                 gpu: str = "unknown", gpu_count: int = 1, usd_per_hour: float = 0.0, commands: Commands | None = None,
+                 timeouts: Timeouts | None = None, pre_cache: Path | None = None, heartbeat_seconds: float = 5.0,
+                 family_package: str = ""):
+        self.bundle, self.root = Path(bundle), Path(root)
+        self._fetch_eval = hidden_eval  # called only after training: the items are not on the host before
+        self._hidden_eval: list[dict] = []
+        self.family, self.base_model, self.gpu, self.gpu_count, self.usd_per_hour = family, base_model, gpu, gpu_count, usd_per_hour
+        self.commands, self.timeouts = commands or Commands(), timeouts or Timeouts()
+        self.pre_cache = Path(pre_cache) if pre_cache else self.root / "pre-cache"
+        self.heartbeat_seconds = heartbeat_seconds
+        self.family_package = family_package
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.root / "runner.log"
+        self._phase, self._progress, self._cancel = "created", {}, threading.Event()
+
+    # --- plumbing ----------------------------------------------------------------------------
+    def _fill(self, argv: list[str], **extra: str) -> list[str]:
+        values = {"root": self.root, "prime_rl": self.root / "prime-rl", "rl_toml": self.bundle / "rl.toml",
+                  "package": self.bundle / "package", "family": self.family, "model": self.base_model,
+                  "run_dir": self.root / "outputs", "family_package": self.family_package, **extra}
+        return [a.format(**{k: str(v) for k, v in values.items()}) for a in argv]
+
+    def _status(self, **extra) -> None:
+        status = {"phase": self._phase, "heartbeat": time.time(), "progress": self._progress, **extra}
+        tmp = self.root / "status.json.tmp"
+        tmp.write_text(json.dumps(status))
+        tmp.replace(self.root / "status.json")
+
+    def _log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def _run(self, phase: str, argv: list[str], timeout: float, fail: str) -> None:
+        """Run one phase's command, streaming its output to the log, with heartbeats; kill its
+        whole process group at the end whatever happened."""
+        self._phase = phase
+        self._status()
+        with open(self.log_path, "a") as log:
+            log.write(f"\n== {phase}: {' '.join(argv)}\n")
+            log.flush()
+            try:
+                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
+            except OSError as e:
+                raise PhaseFailed(f"{fail}: {e}") from None
+            deadline = time.monotonic() + timeout
+            try:
+                while proc.poll() is None:
+                    if self._cancel.is_set():
+                        raise PhaseFailed("cancelled")
+                    if time.monotonic() > deadline:
+                        raise PhaseFailed(f"{phase} timed out after {timeout:.0f} s", self._log_tail())
+                    self._track_progress()
+                    self._status()
+                    time.sleep(min(self.heartbeat_seconds, 0.5))
+            finally:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.wait()
+        if proc.returncode != 0:
+            tail = self._log_tail()
+            reason = "out of memory" if phase == "train" and _OOM.search(tail) else f"{fail} (exit status {proc.returncode})"
+            raise PhaseFailed(reason, tail)
+
+    def _track_progress(self) -> None:
+        """Training progress from prime-rl's file monitor (`metrics.jsonl`), when there is one."""
+        for metrics in (self.root / "outputs").rglob("metrics.jsonl") if (self.root / "outputs").exists() else ():
+            try:
+                last = metrics.read_text().strip().splitlines()[-1]
+                self._progress = {"step": json.loads(last).get("step")}
+            except (OSError, IndexError, ValueError):
+                pass
+
+    def _weights(self) -> Path:
+        """The last complete filesystem broadcast (`broadcasts/step_N/` with a STABLE marker)."""
+        steps = [p for p in (self.root / "outputs").rglob("step_*") if p.parent.name == "broadcasts" and (p / "STABLE").exists()]
+        if not steps:
+            raise PhaseFailed("no checkpoint: training ended without publishing weights", self._log_tail())
+        return max(steps, key=lambda p: int(p.name.split("_")[-1]))
+
+    def _score(self, phase: str, weights: str, eval_dir: Path) -> float:
+        score_file = eval_dir / f"{phase}.json"
+        argv = self._fill(self.commands.score, weights=weights, eval_file=eval_dir / "items.jsonl", score_file=score_file)
+        self._run(phase, argv, self.timeouts.score, "eval failed")
+        try:
+            data = json.loads(score_file.read_text())
+            score, n = float(data["score"]), int(data["n"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise PhaseFailed(f"eval failed: no valid score ({type(e).__name__})", self._log_tail()) from None
+        if n != len(self._hidden_eval) or not 0.0 <= score <= 1.0:
+            raise PhaseFailed(f"eval failed: scored {n} of {len(self._hidden_eval)} items (score {score})", self._log_tail())
+        return score
+
+    # --- the job -----------------------------------------------------------------------------
+    def run(self) -> dict:
+        started = time.monotonic()
+        train_seconds = None
+        result: dict = {"status": "failed", "pre": None, "post": None, "gpu": self.gpu, "gpu_count": self.gpu_count,
+                        "base_model": self.base_model, "eval_n": 0, "stack": PIN.model_dump()}
+        try:
+            self._run("setup", self._fill(self.commands.setup), self.timeouts.setup, "install failed")
+            t = time.monotonic()
+            self._run("train", self._fill(self.commands.train), self.timeouts.train, "trainer crashed")
+            train_seconds = time.monotonic() - t
+            weights = self._weights()
+            # Only now, with every training process gone, does the hidden eval reach the host.
+            self._hidden_eval = self._fetch_eval()
+            result["eval_n"] = len(self._hidden_eval)
+            eval_dir = self.root / f"eval-{os.urandom(6).hex()}"
+            eval_dir.mkdir(mode=0o700)
+            with open(eval_dir / "items.jsonl", "w") as f:
+                for item in self._hidden_eval:
+                    f.write(json.dumps(item) + "\n")
+            try:
+                cached = self.pre_cache / f"{self.family}--{self.base_model.replace('/', '--')}.json"
+                if cached.exists():
+                    pre = json.loads(cached.read_text())["score"]
+                else:
+                    pre = self._score("pre", self.base_model, eval_dir)
+                    cached.parent.mkdir(parents=True, exist_ok=True)
+                    cached.write_text(json.dumps({"score": pre, "n": len(self._hidden_eval)}))
+                post = self._score("post", str(weights), eval_dir)
+            finally:
+                shutil.rmtree(eval_dir, ignore_errors=True)
+            result.update(status="succeeded", pre=pre, post=post)
+        except PhaseFailed as e:
+            result.update(failure_reason=e.reason, failed_phase=self._phase)
+        result.update(train_seconds=round(train_seconds, 1) if train_seconds is not None else None,
+                      wall_seconds=round(time.monotonic() - started, 1), log_tail=self._log_tail(),
+                      cost_usd=round((time.monotonic() - started) / 3600 * self.usd_per_hour * self.gpu_count, 4),
+                      source="measured")
+        self._phase = "done"
+        self._status(result=result["status"])
+        (self.root / "result.json").write_text(json.dumps(result, indent=2))
+        return result
+
+    def cancel(self) -> None:
+        self._cancel.set()
