@@ -164,16 +164,30 @@ class JobQueue:
                        "WHERE id = ?", (json.dumps(result), now, job_id))
             return True
 
-    def fail(self, job_id: str, owner: str, reason: str, retry: bool = True) -> bool:
-        """End this attempt: back to the queue while attempts remain (and `retry`), else failed."""
+    def fail(self, job_id: str, owner: str, reason: str, retry: bool = True, result: dict | None = None) -> bool:
+        """End this attempt: back to the queue while attempts remain (and `retry`), else failed
+        (keeping the attempt's `result`, e.g. its log tail)."""
         now = self.clock()
         with self._tx() as db:
             row = self._holder(db, job_id, owner)
             if row is None:
                 return False
             final = not retry or row["attempts"] >= row["max_attempts"]
-            db.execute("UPDATE jobs SET state = ?, failure_reason = ?, owner = NULL, lease_expires = NULL, updated = ? "
-                       "WHERE id = ?", ("failed" if final else "queued", reason, now, job_id))
+            db.execute("UPDATE jobs SET state = ?, failure_reason = ?, result = ?, owner = NULL, lease_expires = NULL, "
+                       "updated = ? WHERE id = ?", ("failed" if final else "queued", reason,
+                                                    json.dumps(result) if result else None, now, job_id))
+            return True
+
+    def cancel(self, job_id: str) -> bool:
+        """Stop a job that has not ended: it fails with reason "cancelled" and its holder's next
+        heartbeat returns False. Idempotent; a finished job is left as it is."""
+        now = self.clock()
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row["state"] not in ACTIVE:
+                return False
+            db.execute("UPDATE jobs SET state = 'failed', failure_reason = 'cancelled', owner = NULL, "
+                       "lease_expires = NULL, updated = ? WHERE id = ?", (now, job_id))
             return True
 
     # --- recovery and inspection -------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Backends train a validated job and score it before and after on the hidden eval.
 
 The whole contract is `Backend`: submit a bundle, get a handle, await its result, cancel.
-Implementations: `mock` (a documented surrogate, no GPU). Later: `local`, `runpod`.
+Implementations: `mock` (a documented surrogate, no GPU), `local` (the runner on this host's
+GPUs, through the durable queue). Later: `runpod`.
 """
 
 from __future__ import annotations
@@ -66,4 +67,8 @@ def make_backend(name: str, **kwargs) -> Backend:
         from trainergym.backends.mock import MockBackend
 
         return MockBackend(**kwargs)
-    raise ValueError(f"unknown backend {name!r}; available: mock")
+    if name == "local":
+        from trainergym.backends.local import LocalBackend
+
+        return LocalBackend(**kwargs)
+    raise ValueError(f"unknown backend {name!r}; available: mock, local")
