@@ -90,6 +90,10 @@ class Runner:
         self.log_path = self.root / "runner.log"
         self._phase, self._progress, self._cancel = "created", {}, threading.Event()
 
+    @property
+    def phase(self) -> str:
+        return self._phase
+
     # --- plumbing ----------------------------------------------------------------------------
     def _fill(self, argv: list[str], **extra: str) -> list[str]:
         values = {"root": self.root, "prime_rl": self.root / "prime-rl", "rl_toml": self.bundle / "rl.toml",
@@ -184,6 +188,8 @@ class Runner:
             train_seconds = time.monotonic() - t
             weights = self._weights()
             # Only now, with every training process gone, does the hidden eval reach the host.
+            self._phase = "awaiting-eval"
+            self._status()
             self._hidden_eval = self._fetch_eval()
             result["eval_n"] = len(self._hidden_eval)
             eval_dir = self.root / f"eval-{os.urandom(6).hex()}"

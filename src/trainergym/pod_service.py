@@ -1,0 +1,200 @@
+"""The pod service: a small authenticated HTTP service on each GPU pod, and its client.
+
+Reached through Runpod's HTTPS proxy, which cuts requests at ~100 s, so every call returns at
+once: a job is submitted, then polled. Every request carries the pod's random bearer token
+(created when the pod is provisioned, never the Runpod API key). The hidden eval is uploaded
+only when the job reports `awaiting-eval`, after its training processes are gone.
+
+    GET  /health                     -> {"ok": true, "busy": bool}
+    POST /jobs                       body: the bundle as .tar.gz; headers X-Family, X-Base-Model
+    GET  /jobs/{id}                  -> status (phase, heartbeat, progress)
+    GET  /jobs/{id}/log              -> log tail (text)
+    POST /jobs/{id}/eval             body: JSON list of hidden-eval items (only while awaiting-eval)
+    GET  /jobs/{id}/result           -> result.json (404 until done)
+    POST /jobs/{id}/cancel
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import tarfile
+import threading
+import uuid
+from pathlib import Path
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from trainergym.runner import Commands, Runner, Timeouts
+
+MAX_BUNDLE_BYTES = 64 << 20
+
+
+class _Job:
+    def __init__(self, runner: Runner):
+        self.runner, self.eval_ready, self.eval_items = runner, threading.Event(), None
+        self.result: dict | None = None
+
+
+def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int = 1, usd_per_hour: float = 0.0,
+               commands: Commands | None = None, timeouts: Timeouts | None = None, eval_wait_seconds: float = 3600.0) -> Starlette:
+    workdir = Path(workdir)
+    jobs: dict[str, _Job] = {}
+
+    def authorised(request: Request) -> bool:
+        given = request.headers.get("authorization", "")
+        return secrets.compare_digest(given.encode(), f"Bearer {token}".encode())
+
+    def guarded(handler):
+        async def wrapper(request: Request) -> Response:
+            if not authorised(request):
+                return JSONResponse({"error": "unauthorized"}, status_code=401)
+            return await handler(request)
+        return wrapper
+
+    def job_or_404(request: Request) -> _Job | None:
+        return jobs.get(request.path_params["job_id"])
+
+    async def health(request: Request) -> Response:
+        busy = any(j.result is None for j in jobs.values())
+        return JSONResponse({"ok": True, "busy": busy, "gpu": gpu, "gpu_count": gpu_count})
+
+    async def submit(request: Request) -> Response:
+        if any(j.result is None for j in jobs.values()):
+            return JSONResponse({"error": "busy: one job at a time"}, status_code=409)
+        body = await request.body()
+        if len(body) > MAX_BUNDLE_BYTES:
+            return JSONResponse({"error": "bundle too large"}, status_code=413)
+        job_id = f"pod-{uuid.uuid4().hex[:10]}"
+        root = workdir / job_id
+        bundle = root / "bundle"
+        try:
+            with tarfile.open(fileobj=io.BytesIO(body), mode="r:gz") as tar:
+                tar.extractall(bundle, filter="data")  # refuses absolute paths, .. and links out
+        except (tarfile.TarError, OSError, ValueError) as e:
+            return JSONResponse({"error": f"bad bundle: {e}"}, status_code=400)
+        family, model = request.headers.get("x-family", ""), request.headers.get("x-base-model", "")
+        if not family or not model:
+            return JSONResponse({"error": "X-Family and X-Base-Model headers are required"}, status_code=400)
+
+        def fetch_eval() -> list[dict]:
+            if not job.eval_ready.wait(eval_wait_seconds):
+                raise TimeoutError("the hidden eval never arrived")
+            return job.eval_items
+
+        runner = Runner(bundle, root / "run", fetch_eval, family, model, gpu=gpu, gpu_count=gpu_count,
+                        usd_per_hour=usd_per_hour, commands=commands, timeouts=timeouts, pre_cache=workdir / "pre-cache")
+        job = _Job(runner)
+        jobs[job_id] = job
+
+        def run() -> None:
+            try:
+                job.result = runner.run()
+            except Exception as e:  # noqa: BLE001 - the service reports, never dies
+                job.result = {"status": "failed", "failure_reason": f"runner error: {type(e).__name__}: {e}"}
+
+        threading.Thread(target=run, daemon=True).start()
+        return JSONResponse({"job_id": job_id}, status_code=202)
+
+    async def status(request: Request) -> Response:
+        job = job_or_404(request)
+        if job is None:
+            return JSONResponse({"error": "no such job"}, status_code=404)
+        path = job.runner.root / "status.json"
+        data = json.loads(path.read_text()) if path.exists() else {"phase": job.runner.phase}
+        return JSONResponse({**data, "phase": job.runner.phase, "done": job.result is not None})
+
+    async def log(request: Request) -> Response:
+        job = job_or_404(request)
+        if job is None:
+            return PlainTextResponse("no such job", status_code=404)
+        return PlainTextResponse(job.runner._log_tail(int(request.query_params.get("chars", 4000))))
+
+    async def send_eval(request: Request) -> Response:
+        job = job_or_404(request)
+        if job is None:
+            return JSONResponse({"error": "no such job"}, status_code=404)
+        if job.runner.phase != "awaiting-eval":
+            return JSONResponse({"error": f"not awaiting the eval (phase {job.runner.phase})"}, status_code=409)
+        job.eval_items = json.loads(await request.body())
+        job.eval_ready.set()
+        return JSONResponse({"ok": True})
+
+    async def result(request: Request) -> Response:
+        job = job_or_404(request)
+        if job is None or job.result is None:
+            return JSONResponse({"error": "no result yet"}, status_code=404)
+        return JSONResponse(job.result)
+
+    async def cancel(request: Request) -> Response:
+        job = job_or_404(request)
+        if job is None:
+            return JSONResponse({"error": "no such job"}, status_code=404)
+        job.runner.cancel()
+        job.eval_ready.set()
+        return JSONResponse({"ok": True})
+
+    return Starlette(routes=[
+        Route("/health", guarded(health)),
+        Route("/jobs", guarded(submit), methods=["POST"]),
+        Route("/jobs/{job_id}", guarded(status)),
+        Route("/jobs/{job_id}/log", guarded(log)),
+        Route("/jobs/{job_id}/eval", guarded(send_eval), methods=["POST"]),
+        Route("/jobs/{job_id}/result", guarded(result)),
+        Route("/jobs/{job_id}/cancel", guarded(cancel), methods=["POST"]),
+    ])
+
+
+def pack(bundle_dir: Path) -> bytes:
+    """A bundle directory as .tar.gz bytes (regular files and directories only)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for path in sorted(Path(bundle_dir).rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                tar.add(path, arcname=path.relative_to(bundle_dir).as_posix())
+    return buf.getvalue()
+
+
+class PodClient:
+    """Talks to one pod's service; every call returns within `timeout` (keep it under the
+    proxy's ~100 s)."""
+
+    def __init__(self, base_url: str, token: str, timeout: float = 30.0):
+        self.http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
+
+    def _json(self, response: httpx.Response) -> dict:
+        response.raise_for_status()
+        return response.json()
+
+    def health(self) -> dict:
+        return self._json(self.http.get("/health"))
+
+    def submit(self, bundle_dir: Path, family: str, base_model: str) -> str:
+        response = self.http.post("/jobs", content=pack(bundle_dir), headers={"X-Family": family, "X-Base-Model": base_model})
+        return self._json(response)["job_id"]
+
+    def status(self, job_id: str) -> dict:
+        return self._json(self.http.get(f"/jobs/{job_id}"))
+
+    def log(self, job_id: str, chars: int = 4000) -> str:
+        response = self.http.get(f"/jobs/{job_id}/log", params={"chars": chars})
+        response.raise_for_status()
+        return response.text
+
+    def send_eval(self, job_id: str, items: list[dict]) -> None:
+        self._json(self.http.post(f"/jobs/{job_id}/eval", content=json.dumps(items)))
+
+    def result(self, job_id: str) -> dict | None:
+        response = self.http.get(f"/jobs/{job_id}/result")
+        return None if response.status_code == 404 else self._json(response)
+
+    def cancel(self, job_id: str) -> None:
+        self._json(self.http.post(f"/jobs/{job_id}/cancel"))
+
+    def close(self) -> None:
+        self.http.close()
