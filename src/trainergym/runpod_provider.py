@@ -1,0 +1,103 @@
+"""`PodProvider` over the `runpod` SDK (GraphQL), with its failures classified.
+
+The SDK reads the API key from `runpod.api_key` (we set it from `RUNPOD_API_KEY`) and the base
+URL from `RUNPOD_API_BASE_URL` on every call, which is how tests point it at a fake on
+127.0.0.1. It interpolates strings into queries without escaping, so everything we send is
+validated to a safe alphabet and the pod's environment travels base64-encoded. The pod never
+receives the API key.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+
+from trainergym.pool import AuthError, CapacityError, PodInfo, ProviderError, Rung, TransientError
+
+# Runpod's HTTP proxy; tests inject a template that reaches a local fake pod.
+PROXY_URL = "https://{pod_id}-{port}.proxy.runpod.net"
+SERVICE_PORT = 8000
+IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+_SAFE = re.compile(r"^[A-Za-z0-9 ._:/=+-]*$")
+_CAPACITY = ("no longer any instances", "does not have the resources", "not enough free gpus")
+
+
+def _sdk():
+    try:
+        import runpod
+    except ImportError as e:  # the optional extra
+        raise ProviderError("the runpod backend needs `pip install trainergym[runpod]`") from e
+    return runpod
+
+
+def classify(exc: Exception) -> ProviderError:
+    """Map what the SDK raises onto the pool's error kinds (shared/reference/runpod.md, section 2)."""
+    runpod = _sdk()
+    text = str(getattr(exc, "message", exc)).lower()
+    if isinstance(exc, runpod.error.AuthenticationError):
+        return AuthError(str(exc))
+    if isinstance(exc, runpod.error.QueryError):
+        if any(marker in text for marker in _CAPACITY):
+            return CapacityError(str(exc))
+        if "something went wrong" in text:
+            return ProviderError(str(exc))  # unknown: the pod may exist
+        return ProviderError(str(exc))
+    # JSONDecodeError (429/502 pages), KeyError('data') (500), timeouts, refused connections
+    return TransientError(f"{type(exc).__name__}: {exc}")
+
+
+class RunpodProvider:
+    def __init__(self, api_key: str | None = None, image: str = IMAGE, proxy_url: str = PROXY_URL,
+                 port: int = SERVICE_PORT, bootstrap: str = "", volume_gb: int = 0, container_disk_gb: int = 60):
+        self.runpod = _sdk()
+        key = api_key or os.environ.get("RUNPOD_API_KEY")
+        if not key:
+            raise AuthError("set RUNPOD_API_KEY to use the runpod backend")
+        self.runpod.api_key = key
+        self.image, self.proxy_url, self.port, self.bootstrap = image, proxy_url, port, bootstrap
+        self.volume_gb, self.container_disk_gb = volume_gb, container_disk_gb
+
+    def _call(self, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - every failure is classified for the pool
+            raise classify(e) from e
+
+    def create(self, name: str, rung: Rung, env: dict[str, str]) -> str:
+        if not _SAFE.match(name) or not _SAFE.match(rung.gpu_type):
+            raise ProviderError(f"unsafe characters in {name!r} / {rung.gpu_type!r}")
+        payload = base64.b64encode(json.dumps(env).encode()).decode()
+        pod = self._call(self.runpod.create_pod, name=name, image_name=self.image, gpu_type_id=rung.gpu_type,
+                         cloud_type=rung.cloud, gpu_count=rung.gpu_count, volume_in_gb=self.volume_gb,
+                         container_disk_in_gb=self.container_disk_gb, ports=f"{self.port}/http,22/tcp",
+                         env={"TRAINERGYM_ENV_B64": payload, "TRAINERGYM_BOOTSTRAP_B64":
+                              base64.b64encode(self.bootstrap.encode()).decode()})
+        if not pod or "id" not in pod:
+            raise ProviderError(f"create returned no pod id: {pod!r}")
+        return pod["id"]
+
+    def _info(self, pod: dict) -> PodInfo:
+        """`url` from the proxy template; a template naming {ip} and {public_port} uses the
+        pod's direct port mapping instead (what the tests' fake pods answer on)."""
+        runtime = pod.get("runtime") or None
+        url = None
+        if runtime:
+            mapped = next((p for p in runtime.get("ports") or [] if p.get("privatePort") == self.port), {})
+            if "{public_port}" not in self.proxy_url or mapped:
+                url = self.proxy_url.format(pod_id=pod["id"], port=self.port, ip=mapped.get("ip", ""),
+                                            public_port=mapped.get("publicPort", ""))
+        return PodInfo(id=pod["id"], name=pod.get("name", ""), status=pod.get("desiredStatus", ""),
+                       ready=bool(url) and pod.get("desiredStatus") == "RUNNING",
+                       cost_per_hr=float(pod.get("costPerHr") or 0.0), url=url)
+
+    def get(self, pod_id: str) -> PodInfo | None:
+        pod = self._call(self.runpod.get_pod, pod_id)
+        return None if not pod else self._info(pod)
+
+    def list(self) -> list[PodInfo]:
+        return [self._info(p) for p in self._call(self.runpod.get_pods) or []]
+
+    def terminate(self, pod_id: str) -> None:
+        self._call(self.runpod.terminate_pod, pod_id)
