@@ -83,12 +83,19 @@ class World:
     pods: dict[str, dict] = field(default_factory=dict)
     calls: list[tuple[str, dict]] = field(default_factory=list)
     on_boot: object = None  # callable(pod) -> (ip, port): starts a fake pod service
+    on_death: object = None  # callable(pod): stops it when the pod dies or is terminated
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _alive(self, pod: dict) -> bool:
         died = pod["id"] in self.die_after and self.now - pod["created"] >= self.die_after[pod["id"]] + self.boot_seconds
         return not pod["terminated"] and not died
+
+    def tick(self) -> None:
+        """Let time act: pods whose death is due die now (their service stops answering)."""
+        with self.lock:
+            for pod in self.pods.values():
+                self._view(pod)
 
     def billed(self) -> float:
         return sum(p["costPerHr"] * ((p["ended"] if p["ended"] is not None else self.now) - p["created"]) / 3600
@@ -101,6 +108,9 @@ class World:
         if not self._alive(pod):
             if pod["ended"] is None:
                 pod["ended"] = self.now
+            if pod.get("service") is not None and self.on_death is not None:
+                self.on_death(pod)
+                pod["service"] = None
             return None
         view = {k: v for k, v in pod.items() if k not in ("created", "terminated", "ended", "service")}
         booted = pod["gpuType"] not in self.never_boot and self.now - pod["created"] >= self.boot_seconds

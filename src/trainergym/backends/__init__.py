@@ -62,6 +62,18 @@ class Backend(Protocol):
         ...
 
 
+def result_from_job(job) -> JobResult:
+    """The JobResult of a finished job of the durable queue (`trainergym.queue.Job`)."""
+    r = job.result or {}
+    status = "succeeded" if job.state == "done" else ("cancelled" if job.failure_reason == "cancelled" else "failed")
+    return JobResult(job_id=job.id, content_hash=job.content_hash, status=status,
+                     failure_reason=None if status == "succeeded" else job.failure_reason,
+                     base_model=r.get("base_model", ""), pre=r.get("pre"), post=r.get("post"), eval_n=r.get("eval_n", 0),
+                     train_seconds=r.get("train_seconds"), gpu=r.get("gpu", ""), gpu_count=r.get("gpu_count", 0),
+                     cost_usd=r.get("cost_usd", 0.0), log_tail=r.get("log_tail", ""), source="measured",
+                     details={"attempts": job.attempts, **({"pod": r["pod"]} if r.get("pod") else {})})
+
+
 def make_backend(name: str, **kwargs) -> Backend:
     if name == "mock":
         from trainergym.backends.mock import MockBackend

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trainergym import gpu as gpus
 from trainergym import hidden
-from trainergym.backends import JobHandle, JobResult
+from trainergym.backends import JobHandle, JobResult, result_from_job
 from trainergym.job import JobBundle
 from trainergym.queue import Job, JobQueue
 from trainergym.runner import Commands, Runner, Timeouts
@@ -135,12 +135,4 @@ class LocalBackend:
             self.queue.fail(job.id, self.owner, result.get("failure_reason", "failed"), retry=transient, result=result)
 
     def _result(self, job: Job) -> JobResult:
-        result = job.result or {}
-        return JobResult(
-            job_id=job.id, content_hash=job.content_hash,
-            status="succeeded" if job.state == "done" else ("cancelled" if job.failure_reason == "cancelled" else "failed"),
-            failure_reason=None if job.state == "done" else job.failure_reason, base_model=result.get("base_model", ""),
-            pre=result.get("pre"), post=result.get("post"), eval_n=result.get("eval_n", 0),
-            train_seconds=result.get("train_seconds"), gpu=self.gpu, gpu_count=self.gpu_count,
-            cost_usd=result.get("cost_usd", 0.0), log_tail=result.get("log_tail", ""), source="measured",
-            details={"attempts": job.attempts})
+        return result_from_job(job).model_copy(update={"gpu": self.gpu, "gpu_count": self.gpu_count})
