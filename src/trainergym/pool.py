@@ -80,6 +80,8 @@ class Pod:
     state: Literal["booting", "idle", "busy", "gone"] = "booting"
     idle_since: float | None = None
     job_id: str | None = None
+    rung_index: int = 0
+    boot_deadline: float = 0.0
 
 
 _SCHEMA = """
@@ -118,6 +120,7 @@ class PodPool:
         with self._tx() as db:
             db.executescript(_SCHEMA)
         self.pods: dict[str, Pod] = {}
+        self.failed_jobs: dict[str, str] = {}  # job id -> why no pod could be provisioned for it
         self._load()
 
     @contextmanager
@@ -148,32 +151,41 @@ class PodPool:
     def live(self) -> list[Pod]:
         return [p for p in self.pods.values() if p.state != "gone"]
 
-    # --- provisioning ----------------------------------------------------------------------------
-    def acquire(self, job_id: str) -> Pod:
-        """An idle warm pod, else a new one from the ladder (within the cap)."""
+    # --- provisioning: non-blocking, advanced by tick() -----------------------------------------
+    def request(self, job_id: str) -> Pod | None:
+        """A ready pod for `job_id`, or None while one is being provisioned or all are busy.
+        Raises PoolExhausted when no rung of the ladder can provide a pod."""
+        for pod in self.live:
+            if pod.job_id == job_id and pod.state == "busy":
+                return pod
+        if any(p.job_id == job_id and p.state == "booting" for p in self.live):
+            return None
         for pod in self.live:
             if pod.state == "idle":
                 pod.state, pod.job_id, pod.idle_since = "busy", job_id, None
                 self._save(pod)
                 return pod
-        if len(self.live) >= self.config.max_pods:
-            raise PoolExhausted(f"all {self.config.max_pods} pods are busy")
-        pod = self._provision()
-        pod.state, pod.job_id = "busy", job_id
-        self._save(pod)
-        return pod
+        for pod in self.live:  # a pod booting for a job that no longer needs it
+            if pod.state == "booting" and pod.job_id is None:
+                pod.job_id = job_id
+                self._save(pod)
+                return None
+        if len(self.live) < self.config.max_pods:
+            self._create(job_id, 0, [])
+        return None
 
-    def _provision(self) -> Pod:
-        tried = []
-        for rung in self.config.ladder:
+    def _create(self, job_id: str | None, first_rung: int, tried: list[str]) -> Pod:
+        """Create a pod on the first rung from `first_rung` that accepts; it boots in the background."""
+        for index in range(first_rung, len(self.config.ladder)):
+            rung = self.config.ladder[index]
             for attempt in range(self.config.transient_retries + 1):
                 name = f"{self.config.prefix}-{uuid.uuid4().hex[:10]}"
-                token = secrets.token_urlsafe(24)
-                pod = Pod("", name, token, rung, None, 0.0, self.clock())
+                pod = Pod("", name, secrets.token_urlsafe(24), rung, None, 0.0, self.clock(), job_id=job_id,
+                          rung_index=index, boot_deadline=self.clock() + self.config.boot_timeout)
                 self.pods[name] = pod
                 self._save(pod)  # recorded before creation: a crash now leaves a known name to reconcile
                 try:
-                    pod.id = self.provider.create(name, rung, {**self.config.env, "TRAINERGYM_POD_TOKEN": token})
+                    pod.id = self.provider.create(name, rung, {**self.config.env, "TRAINERGYM_POD_TOKEN": pod.token})
                 except CapacityError as e:
                     tried.append(f"{rung.gpu_count}x {rung.gpu_type} ({rung.cloud}): {e}")
                     self._forget(pod)
@@ -191,29 +203,45 @@ class PodPool:
                     self.reconcile()
                     break
                 self._save(pod)
-                if self._wait_ready(pod):
-                    pod.state, pod.idle_since = "idle", self.clock()
-                    self._save(pod)
-                    return pod
-                tried.append(f"{rung.gpu_type}: did not boot within {self.config.boot_timeout:.0f} s")
-                self._terminate(pod, "boot timeout")
-                break
+                return pod
         raise PoolExhausted("no pod could be provisioned: " + "; ".join(tried))
 
-    def _wait_ready(self, pod: Pod) -> bool:
-        deadline = self.clock() + self.config.boot_timeout
-        while self.clock() < deadline:
+    def tick(self) -> None:
+        """Advance booting pods (ready, or timed out: terminate and take the next rung), reap idle ones."""
+        for pod in [p for p in self.live if p.state == "booting" and p.id]:
             try:
                 info = self.provider.get(pod.id)
             except TransientError:
-                info = None
+                continue
             if info is not None:
                 pod.cost_per_hr = info.cost_per_hr  # a booting pod bills too
                 if info.ready and info.url:
                     pod.url = info.url
-                    return True
+                    pod.state = "busy" if pod.job_id else "idle"
+                    pod.idle_since = None if pod.job_id else self.clock()
+                    self._save(pod)
+                    continue
+            if self.clock() >= pod.boot_deadline or info is None:
+                reason = f"{pod.rung.gpu_type}: did not boot within {self.config.boot_timeout:.0f} s"
+                self._terminate(pod, "boot timeout")
+                try:
+                    self._create(pod.job_id, pod.rung_index + 1, [reason])
+                except PoolExhausted:
+                    self.failed_jobs[pod.job_id] = reason
+        self.reap()
+
+    def acquire(self, job_id: str) -> Pod:
+        """Blocking `request`: wait (sleeping `poll_seconds`) until a pod is ready for the job."""
+        while True:
+            if job_id in self.failed_jobs:
+                raise PoolExhausted(self.failed_jobs.pop(job_id))
+            pod = self.request(job_id)
+            if pod is not None:
+                return pod
+            if len(self.live) >= self.config.max_pods and not any(p.job_id == job_id for p in self.live):
+                raise PoolExhausted(f"all {self.config.max_pods} pods are busy")
             self.sleep(self.config.poll_seconds)
-        return False
+            self.tick()
 
     def _forget(self, pod: Pod) -> None:
         pod.state = "gone"

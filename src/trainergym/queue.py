@@ -215,6 +215,10 @@ class JobQueue:
             query = "SELECT * FROM jobs" + (" WHERE state = ?" if state else "") + " ORDER BY created"
             return [self._job(r) for r in db.execute(query, (state,) if state else ())]
 
+    def has_queued(self) -> bool:
+        with self._tx() as db:
+            return db.execute("SELECT 1 FROM jobs WHERE state = 'queued' LIMIT 1").fetchone() is not None
+
     def counts(self) -> dict[str, int]:
         with self._tx() as db:
             return {r["state"]: r["n"] for r in db.execute("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")}

@@ -70,7 +70,7 @@ def result_from_job(job) -> JobResult:
                      failure_reason=None if status == "succeeded" else job.failure_reason,
                      base_model=r.get("base_model", ""), pre=r.get("pre"), post=r.get("post"), eval_n=r.get("eval_n", 0),
                      train_seconds=r.get("train_seconds"), gpu=r.get("gpu", ""), gpu_count=r.get("gpu_count", 0),
-                     cost_usd=r.get("cost_usd", 0.0), log_tail=r.get("log_tail", ""), source="measured",
+                     cost_usd=r.get("cost_usd", 0.0), log_tail=r.get("log_tail", ""), source=r.get("source", "measured"),
                      details={"attempts": job.attempts, **({"pod": r["pod"]} if r.get("pod") else {})})
 
 
