@@ -81,3 +81,22 @@ def test_jobs_lists_and_inspects_the_queue(tmp_path):
     assert json.loads(one.stdout)["state"] == "done"
     table = subprocess.run([str(BIN), "jobs", "--db", str(tmp_path / "jobs.db")], capture_output=True, text=True).stdout
     assert job.id in table and "0.81" in table
+
+
+def test_worker_mock_drains_fifty_jobs(tmp_path, task, reference_files):
+    from conftest import write_job
+    from trainergym.job import build_bundle, parse_job
+    from trainergym.queue import JobQueue
+
+    q = JobQueue(tmp_path / "jobs.db")
+    for i in range(50):
+        files = {**reference_files, "job.toml": reference_files["job.toml"].replace('notes = """', f'notes = """v{i} ')}
+        write_job(tmp_path / f"ws{i}", files)
+        job, _ = parse_job(files["job.toml"])
+        bundle = build_bundle(tmp_path / f"ws{i}", tmp_path / f"b{i}", job, task)
+        q.enqueue(bundle.manifest.content_hash, task.id, bundle.root)
+    out = subprocess.run([str(BIN), "worker", "--backend", "mock", "--once", "--max-pods", "8", "--db", str(tmp_path / "jobs.db"),
+                          "--workdir", str(tmp_path / "work")], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert q.counts() == {"done": 50} and "pods left: 0" in out.stdout
+    assert all(j.result["source"] == "surrogate" for j in q.jobs())

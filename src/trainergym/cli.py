@@ -135,6 +135,79 @@ def jobs(
     console.print(table)
 
 
+@app.command("worker")
+def worker(
+    backend: str = typer.Option("mock", help="runpod | local | mock (simulated pods on a virtual clock)"),
+    max_pods: int = typer.Option(16, help="cap on pods (runpod, mock) or concurrent jobs (local)"),
+    once: bool = typer.Option(False, "--once", help="exit when the queue is empty and no pod is left"),
+    ladder: Optional[Path] = typer.Option(None, help="TOML file of [[rung]] gpu_type, gpu_count, cloud"),
+    db: Optional[Path] = typer.Option(None, help="queue database (default: <data dir>/jobs.db)"),
+    workdir: Optional[Path] = typer.Option(None, help="where bundles, pod state and runs live (default: <data dir>/worker)"),
+    seed: int = typer.Option(0, help="seed of the simulated fleet (mock)"),
+) -> None:
+    """Drain the job queue on GPUs, with a live view of pods and jobs."""
+    import tomllib
+
+    from rich.live import Live
+
+    from trainergym.hidden import data_dir
+    from trainergym.pool import DEFAULT_LADDER, PodPool, PoolConfig, Rung
+    from trainergym.queue import JobQueue
+
+    workdir = workdir or data_dir() / "worker"
+    queue_path = db or data_dir() / "jobs.db"
+    rungs = tuple(Rung(**r) for r in tomllib.loads(ladder.read_text())["rung"]) if ladder else DEFAULT_LADDER
+    if backend == "local":
+        from trainergym.backends.local import LocalBackend
+
+        LocalBackend(workdir, queue=JobQueue(queue_path), concurrency=max_pods).drain(once=once)
+        console.print(f"queue: {JobQueue(queue_path).counts()}")
+        return
+    from trainergym.backends.runpod import PodBackend
+
+    config = PoolConfig(max_pods=max_pods, ladder=rungs)
+    if backend == "mock":
+        from trainergym.fleet_sim import Clock, SimConfig, SimPod, SimProvider
+
+        clock = Clock()
+        provider = SimProvider(clock, SimConfig(seed=seed))
+        pool = PodPool(provider, workdir / "pods.db", config, clock=clock, sleep=clock.sleep)
+        queue = JobQueue(queue_path, clock=clock, lease_seconds=600)
+        runner = PodBackend(workdir, pool, queue=queue, poll_seconds=30, sleep=clock.sleep,
+                            client_factory=SimPod.factory(provider))
+    elif backend == "runpod":
+        from trainergym.runpod_provider import RunpodProvider
+
+        pool = PodPool(RunpodProvider(), workdir / "pods.db", config)
+        runner = PodBackend(workdir, pool, queue=JobQueue(queue_path, lease_seconds=300))
+    else:
+        raise typer.BadParameter(f"unknown backend {backend!r}: runpod, local or mock")
+
+    def view() -> Table:
+        table = Table(title=f"{backend} worker: jobs {runner.queue.counts()}  billed ${pool.billed_usd():.2f}"
+                            + (" (simulated)" if backend == "mock" else ""))
+        for col in ("pod", "gpu", "state", "job"):
+            table.add_column(col)
+        for pod in pool.live:
+            table.add_row(pod.id or pod.name, f"{pod.rung.gpu_count}x {pod.rung.gpu_type}", pod.state, pod.job_id or "")
+        return table
+
+    with Live(view(), console=console, refresh_per_second=2, transient=False) as live:
+        original = runner.tick
+
+        def tick() -> None:
+            original()
+            live.update(view())
+
+        runner.tick = tick
+        try:
+            runner.drain(once=once)
+        except KeyboardInterrupt:
+            pass
+    console.print(f"queue: {runner.queue.counts()}; pods left: {len(pool.live)}; billed ${pool.billed_usd():.2f}"
+                  + (" (simulated)" if backend == "mock" else ""))
+
+
 @app.command("families")
 def list_families(as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """List the installed task families with held-out flags and untrained baselines."""

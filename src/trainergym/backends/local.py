@@ -78,6 +78,18 @@ class LocalBackend:
         if runner is not None:
             runner.cancel()
 
+    def drain(self, once: bool = False, poll: float = 5.0) -> None:
+        """Run queued jobs (`trainergym worker --backend local`); with `once`, until none is left."""
+        import time
+
+        while not self._stop.is_set():
+            self._ensure_workers()
+            for thread in list(self._threads):
+                thread.join()
+            if once and not self.queue.has_queued():
+                return
+            time.sleep(poll)
+
     def close(self) -> None:
         self._stop.set()
         for thread in self._threads:

@@ -1,0 +1,179 @@
+"""A simulated GPU provider and pods on a virtual clock, for the real pool, queue and dispatcher.
+
+`SimProvider` implements `PodProvider` (stock outs, boot times, pods that never boot or die
+mid-job, billed rates); `SimPod` stands in for a pod's service client. Job outcomes come from
+a `plan` (by default the mock backend's surrogate on the job's bundle), so every result says
+`source: "surrogate"`. Used by `trainergym worker --backend mock` and `bench/fleet.py`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from trainergym import gpu as gpus
+from trainergym.pool import CapacityError, PodInfo, Rung
+
+NO_STOCK = "There are no longer any instances available with the requested specifications."
+
+
+class Clock:
+    """Virtual seconds; `sleep` advances them."""
+
+    def __init__(self, now: float = 0.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@dataclass
+class SimConfig:
+    boot_seconds: float = 120.0
+    boot_jitter: float = 30.0
+    never_boot_rate: float = 0.0
+    die_rate: float = 0.0  # share of pods that die once, at a random point of their first hours
+    die_within: float = 3600.0
+    out_of_stock: dict[str, float] = field(default_factory=dict)  # GPU type -> chance a create fails for stock
+    seed: int = 0
+
+
+@dataclass
+class _SimPod:
+    info: PodInfo
+    gpu_type: str
+    created: float
+    boot_at: float | None
+    dies_at: float | None
+    terminated: float | None = None
+
+
+class SimProvider:
+    def __init__(self, clock: Clock, config: SimConfig | None = None):
+        self.clock, self.config = clock, config or SimConfig()
+        self.rng = random.Random(self.config.seed)
+        self.pods: dict[str, _SimPod] = {}
+        self.creates = 0
+
+    def _alive(self, pod: _SimPod) -> bool:
+        now = self.clock()
+        return pod.terminated is None and (pod.dies_at is None or now < pod.dies_at)
+
+    def create(self, name: str, rung: Rung, env: dict[str, str]) -> str:
+        self.creates += 1
+        if self.rng.random() < self.config.out_of_stock.get(rung.gpu_type, 0.0):
+            raise CapacityError(NO_STOCK)
+        pod_id = f"sim{self.creates:07d}"
+        now = self.clock()
+        boot = None if self.rng.random() < self.config.never_boot_rate else \
+            now + max(10.0, self.rng.gauss(self.config.boot_seconds, self.config.boot_jitter))
+        dies = now + self.config.boot_seconds + self.rng.uniform(0, self.config.die_within) \
+            if self.rng.random() < self.config.die_rate else None
+        try:
+            rate = gpus.gpu(rung.gpu_type).usd_per_hour * rung.gpu_count
+        except KeyError:
+            rate = 0.5 * rung.gpu_count
+        self.pods[pod_id] = _SimPod(PodInfo(pod_id, name, "RUNNING", False, rate, None), rung.gpu_type, now, boot, dies)
+        return pod_id
+
+    def get(self, pod_id: str) -> PodInfo | None:
+        pod = self.pods.get(pod_id)
+        if pod is None or not self._alive(pod):
+            return None
+        ready = pod.boot_at is not None and self.clock() >= pod.boot_at
+        return PodInfo(pod.info.id, pod.info.name, "RUNNING", ready, pod.info.cost_per_hr, f"sim://{pod_id}" if ready else None)
+
+    def list(self) -> list[PodInfo]:
+        return [info for pid in self.pods if (info := self.get(pid)) is not None]
+
+    def terminate(self, pod_id: str) -> None:
+        pod = self.pods.get(pod_id)
+        if pod is not None and pod.terminated is None:
+            pod.terminated = self.clock() if self._alive(pod) else (pod.dies_at or self.clock())
+
+    def billed_usd(self) -> float:
+        """What the provider bills: from create to terminate (or death)."""
+        total = 0.0
+        for pod in self.pods.values():
+            end = pod.terminated if pod.terminated is not None else (pod.dies_at if pod.dies_at and pod.dies_at <= self.clock()
+                                                                     else self.clock())
+            total += (end - pod.created) / 3600 * pod.info.cost_per_hr
+        return total
+
+    def running(self) -> int:
+        return sum(1 for pod in self.pods.values() if self._alive(pod))
+
+
+def surrogate_plan(bundle_dir: str, seed: int = 0) -> dict:
+    """A job's simulated run from the mock backend's surrogate on its bundle."""
+    from trainergym.backends.mock import EVAL_SECONDS, simulate
+    from trainergym.job import JobBundle, JobManifest, parse_job
+    from trainergym.tasks import load_task
+
+    root = Path(bundle_dir)
+    manifest = JobManifest.model_validate_json((root / "manifest.json").read_text())
+    job, _ = parse_job((root / "workspace" / "job.toml").read_text())
+    task = load_task(manifest.task_id)
+    result = simulate(JobBundle(root=root, job=job, manifest=manifest), task, seed, gpus.gpu(task.bounds.gpu))
+    seconds = result.train_seconds or 0.0
+    return {"train_seconds": seconds, "eval_seconds": EVAL_SECONDS, "result": result.model_dump(mode="json")}
+
+
+class SimPod:
+    """Client of a simulated pod's service (`client_factory` of the dispatcher)."""
+
+    def __init__(self, provider: SimProvider, pod_id: str, plan: Callable[[str], dict] = surrogate_plan):
+        self.provider, self.pod_id, self.plan = provider, pod_id, plan
+        self.jobs: dict[str, dict] = {}
+
+    @classmethod
+    def factory(cls, provider: SimProvider, plan: Callable[[str], dict] = surrogate_plan):
+        return lambda url, token: cls(provider, url.removeprefix("sim://"), plan)
+
+    def _check(self) -> None:
+        if self.provider.get(self.pod_id) is None:
+            raise httpx.ConnectError(f"pod {self.pod_id} is gone")
+
+    def submit(self, bundle_dir: Path, family: str, base_model: str) -> str:
+        self._check()
+        job_id = f"{self.pod_id}-{len(self.jobs)}"
+        plan = self.plan(str(bundle_dir))
+        self.jobs[job_id] = {"plan": plan, "start": self.provider.clock(), "eval_at": None}
+        return job_id
+
+    def status(self, job_id: str) -> dict:
+        self._check()
+        job, now = self.jobs[job_id], self.provider.clock()
+        if job["eval_at"] is None:
+            trained = now >= job["start"] + job["plan"]["train_seconds"]
+            return {"phase": "awaiting-eval" if trained else "train", "done": False}
+        done = now >= job["eval_at"] + job["plan"]["eval_seconds"]
+        return {"phase": "done" if done else "post", "done": done}
+
+    def send_eval(self, job_id: str, items: list[dict]) -> None:
+        self._check()
+        self.jobs[job_id]["eval_at"] = self.provider.clock()
+
+    def result(self, job_id: str) -> dict | None:
+        self._check()
+        return dict(self.jobs[job_id]["plan"]["result"])
+
+    def cancel(self, job_id: str) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def lognormal_minutes(rng: random.Random, median: float, sigma: float = 0.6) -> float:
+    """A long-tailed duration (minutes) with the given median."""
+    return median * math.exp(rng.gauss(0.0, sigma))
+
