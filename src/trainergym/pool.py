@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -116,6 +117,7 @@ class PodPool:
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
         self.provider, self.db, self.config = provider, str(db), config or PoolConfig()
         self.clock, self.sleep = clock, sleep
+        self._local = threading.local()
         Path(self.db).parent.mkdir(parents=True, exist_ok=True)
         with self._tx() as db:
             db.executescript(_SCHEMA)
@@ -125,13 +127,15 @@ class PodPool:
 
     @contextmanager
     def _tx(self):
-        db = sqlite3.connect(self.db, timeout=30)
-        db.row_factory = sqlite3.Row
-        try:
-            with db:
-                yield db
-        finally:
-            db.close()
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.db, timeout=30, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db = db
+        with db:
+            yield db
 
     def _load(self) -> None:
         with self._tx() as db:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -68,6 +69,7 @@ class JobQueue:
     def __init__(self, path: Path | str, lease_seconds: float = 120.0, max_attempts: int = 3,
                  clock: Callable[[], float] = time.time):
         self.path, self.lease_seconds, self.max_attempts, self.clock = str(path), lease_seconds, max_attempts, clock
+        self._local = threading.local()
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(self.path, timeout=30)
         try:
@@ -78,20 +80,21 @@ class JobQueue:
 
     @contextmanager
     def _tx(self):
-        """One write transaction, taken up front so concurrent workers serialise cleanly."""
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-        db.row_factory = sqlite3.Row
-        try:
+        """One write transaction, taken up front so concurrent workers serialise cleanly. Each
+        thread keeps its own connection (opening one per call dominated the cost)."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        finally:
-            db.close()
+            self._local.db = db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
 
     @staticmethod
     def _job(row: sqlite3.Row | None) -> Job | None:
