@@ -30,7 +30,7 @@ def fleet(monkeypatch, tmp_path):
     commands = Commands(setup=["true"], train=[sys.executable, str(tmp_path / "train.py"), "ok"],
                         score=[sys.executable, str(tmp_path / "score.py"), "--weights", "{weights}", "--items",
                                "{eval_file}", "--out", "{score_file}", "--mode", "ok", "--log", str(tmp_path / "s.log")])
-    servers, world = {}, World(boot_seconds=60)
+    servers, world = {}, World(boot_seconds=20)
 
     def boot(pod):  # the pod's container starts: run the real pod service with the pod's token
         env = dict(e.split("=", 1) for e in pod["env"])
@@ -57,14 +57,14 @@ def fleet(monkeypatch, tmp_path):
     monkeypatch.setenv("RUNPOD_API_BASE_URL", fake.url)
     monkeypatch.setenv("HOME", str(tmp_path))
 
-    def virtual_sleep(seconds):
-        world.now += seconds
+    def virtual_sleep(seconds):  # at least one virtual second a step, so boots and timeouts pass quickly
+        world.now += max(seconds, 1.0)
         world.tick()
         time.sleep(0.02)
 
     provider = RunpodProvider(api_key="test-key", proxy_url="http://{ip}:{public_port}")
     pool = PodPool(provider, tmp_path / "state.db", PoolConfig(max_pods=2, ladder=(Rung("NVIDIA RTX A5000"), Rung("NVIDIA A40")),
-                                                                  boot_timeout=600, poll_seconds=10, idle_seconds=300),
+                                                                  boot_timeout=60, poll_seconds=10, idle_seconds=300),
                    clock=lambda: world.now, sleep=virtual_sleep)
     backend = PodBackend(tmp_path / "work", pool, poll_seconds=0.05, sleep=virtual_sleep, dead_after=3)
     yield world, backend
@@ -114,3 +114,27 @@ def test_a_pod_dying_mid_job_requeues_it(fleet, tmp_path, task, reference_files)
     result = asyncio.run(backend.result(handle, timeout=5))
     assert result.status == "succeeded" and result.details["attempts"] == 2
     assert world.running() == []
+
+
+@pytest.mark.parametrize("fault", ["never_boot", "http_errors", "opaque_create", "orphan_create", "terminate_noop",
+                                   "out_of_stock"])
+def test_faults_end_with_every_job_done_once_and_nothing_billing(fleet, tmp_path, task, reference_files, fault):
+    world, backend = fleet
+    if fault == "never_boot":
+        world.never_boot = {"NVIDIA RTX A5000"}
+    elif fault == "http_errors":
+        world.http_fail_next = [(429, b"<html>Too Many Requests</html>"), (502, b""), (500, b'{"message": "x"}')]
+    elif fault == "opaque_create":
+        world.opaque_next = 1
+    elif fault == "orphan_create":
+        world.create_then_error = 1
+    elif fault == "terminate_noop":
+        world.terminate_noop = 1
+    elif fault == "out_of_stock":
+        world.stock["NVIDIA RTX A5000"] = 0
+    handles = [asyncio.run(backend.submit(b, task)) for b in bundles(tmp_path, task, reference_files, 2)]
+    backend.drain(once=True, idle_poll=0.05)
+    results = [asyncio.run(backend.result(h, timeout=5)) for h in handles]
+    assert all(r.status == "succeeded" or r.failure_reason for r in results)
+    assert [r.status for r in results] == ["succeeded", "succeeded"], [r.failure_reason for r in results]
+    assert world.running() == [] and backend.pool.live == []

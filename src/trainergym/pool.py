@@ -301,6 +301,16 @@ class PodPool:
             else:
                 self._forget(pod)
 
+    def _retry(self, fn, *args):
+        """A provider read, retried with backoff over transient failures."""
+        for attempt in range(self.config.transient_retries + 1):
+            try:
+                return fn(*args)
+            except TransientError:
+                if attempt == self.config.transient_retries:
+                    raise
+                self.sleep(min(60.0, 2.0 ** attempt))
+
     # --- crash recovery ----------------------------------------------------------------------------
     def reconcile(self) -> dict[str, list[str]]:
         """Make the database and the provider agree: terminate pods of ours the database does not
@@ -308,7 +318,7 @@ class PodPool:
         jobs of forgotten pods are for the caller to requeue (their leases lapse)."""
         known = {p.name: p for p in self.live}
         done: dict[str, list[str]] = {"terminated": [], "forgotten": [], "adopted": []}
-        remote = {info.name: info for info in self.provider.list() if info.name.startswith(self.config.prefix + "-")}
+        remote = {info.name: info for info in self._retry(self.provider.list) if info.name.startswith(self.config.prefix + "-")}
         for name, info in remote.items():
             pod = known.get(name)
             if pod is None or pod.state == "booting" or not pod.id:
@@ -319,7 +329,7 @@ class PodPool:
                 self._terminate(orphan, "orphan")
                 done["terminated"].append(info.id)
         for name, pod in known.items():
-            if pod.id and name not in remote and self.provider.get(pod.id) is None:
+            if pod.id and name not in remote and self._retry(self.provider.get, pod.id) is None:
                 self._bill(pod, max(0.0, self.clock() - pod.started), "vanished")
                 self._forget(pod)
                 done["forgotten"].append(pod.id)

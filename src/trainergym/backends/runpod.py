@@ -28,7 +28,7 @@ from trainergym import hidden
 from trainergym.backends import JobHandle, JobResult, result_from_job
 from trainergym.job import JobBundle
 from trainergym.pod_service import PodClient
-from trainergym.pool import AuthError, Pod, PodPool, PoolExhausted
+from trainergym.pool import AuthError, Pod, PodPool, PoolExhausted, ProviderError
 from trainergym.queue import Job, JobQueue
 from trainergym.tasks import TaskSpec
 
@@ -149,7 +149,11 @@ class PodBackend:
             d.misses = 0
         except (httpx.HTTPError, OSError, ValueError):
             d.misses += 1
-            if d.misses >= self.dead_after or self.pool.provider.get(d.pod.id) is None:
+            try:
+                vanished = self.pool.provider.get(d.pod.id) is None
+            except ProviderError:
+                vanished = False  # the provider is flaky, not necessarily the pod
+            if d.misses >= self.dead_after or vanished:
                 self.pool.discard(d.pod, "died mid-job")
                 self.queue.fail(job.id, self.owner, "the pod died mid-job")
                 self._end(d, release=False)
