@@ -7,7 +7,6 @@ from trainergym.backends import Backend, make_backend
 from trainergym.backends.mock import MockBackend, simulate
 from trainergym.gpu import fits, gpu, peak_memory_gib
 from trainergym.job import build_bundle, parse_job
-from trainergym.tasks import load_task
 
 GOOD = {"n_tasks": 2000, "distinct_prompts": 2000, "reward_separation": 1.0, "noop_ok": True, "gold_pass_rate": 1.0, "skill_coverage": 1.0, "tool_parity": 1.0}
 

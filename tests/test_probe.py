@@ -2,9 +2,6 @@
 
 Each case runs agent code in a real child process (paying the verifiers import there)."""
 
-import os
-import socket
-import threading
 
 import pytest
 

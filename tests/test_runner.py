@@ -2,7 +2,6 @@
 timeouts, failure capture, and the hidden eval kept off the host until training is over."""
 
 import json
-import os
 import sys
 import time
 from pathlib import Path

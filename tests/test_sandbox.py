@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from trainergym import hidden, sandbox
+from trainergym import hidden
 from trainergym.sandbox import Sandbox, run_once
 
 

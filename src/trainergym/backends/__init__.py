@@ -7,11 +7,15 @@ GPUs, through the durable queue). Later: `runpod`.
 
 from __future__ import annotations
 
+import asyncio
+import shutil
+from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
 from trainergym.job import JobBundle
+from trainergym.queue import Job, JobQueue
 from trainergym.stack import PIN, StackPin
 from trainergym.tasks import TaskSpec
 
@@ -62,7 +66,7 @@ class Backend(Protocol):
         ...
 
 
-def result_from_job(job) -> JobResult:
+def result_from_job(job: Job) -> JobResult:
     """The JobResult of a finished job of the durable queue (`trainergym.queue.Job`)."""
     r = job.result or {}
     status = "succeeded" if job.state == "done" else ("cancelled" if job.failure_reason == "cancelled" else "failed")
@@ -72,6 +76,40 @@ def result_from_job(job) -> JobResult:
                      train_seconds=r.get("train_seconds"), gpu=r.get("gpu", ""), gpu_count=r.get("gpu_count", 0),
                      cost_usd=r.get("cost_usd", 0.0), log_tail=r.get("log_tail", ""), source=r.get("source", "measured"),
                      details={"attempts": job.attempts, **({"pod": r["pod"]} if r.get("pod") else {})})
+
+
+class QueueBackend:
+    """What the backends that run jobs through the durable queue share: a bundle is kept under
+    `workdir/bundles/<hash>` and queued (deduplicated by hash); a result is awaited by polling."""
+
+    name: str
+    workdir: Path
+    queue: JobQueue
+    poll_seconds: float
+
+    def _enqueue(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
+        keep = self.workdir / "bundles" / bundle.manifest.content_hash
+        if not keep.exists():
+            shutil.copytree(bundle.root, keep)
+        job = self.queue.enqueue(bundle.manifest.content_hash, task.id, keep)
+        return JobHandle(job_id=job.id, content_hash=job.content_hash, backend=self.name)
+
+    async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
+        return self._enqueue(bundle, task)
+
+    async def result(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
+        async with asyncio.timeout(timeout):
+            while True:
+                job = self.queue.get(handle.job_id)
+                if job is not None and job.state in ("done", "failed"):
+                    return self._result(job)
+                await asyncio.sleep(self.poll_seconds)
+
+    def _result(self, job: Job) -> JobResult:
+        return result_from_job(job)
+
+    async def cancel(self, handle: JobHandle) -> None:
+        self.queue.cancel(handle.job_id)
 
 
 def make_backend(name: str, **kwargs) -> Backend:

@@ -9,9 +9,7 @@ training (the runner calls back for it), from this process's memory.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import shutil
 import subprocess
 import threading
 import uuid
@@ -19,7 +17,7 @@ from pathlib import Path
 
 from trainergym import gpu as gpus
 from trainergym import hidden
-from trainergym.backends import JobHandle, JobResult, result_from_job
+from trainergym.backends import JobHandle, JobResult, QueueBackend, result_from_job
 from trainergym.job import JobBundle
 from trainergym.queue import Job, JobQueue
 from trainergym.runner import Commands, Runner, Timeouts
@@ -37,7 +35,7 @@ def detect_gpus() -> tuple[str, int]:
     return (names[0], len(names)) if out.returncode == 0 and names else ("none", 0)
 
 
-class LocalBackend:
+class LocalBackend(QueueBackend):
     name = "local"
 
     def __init__(self, workdir: Path, queue: JobQueue | None = None, commands: Commands | None = None,
@@ -56,21 +54,10 @@ class LocalBackend:
         self._stop = threading.Event()
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
-        keep = self.workdir / "bundles" / bundle.manifest.content_hash
-        if not keep.exists():
-            shutil.copytree(bundle.root, keep)
-        job = self.queue.enqueue(bundle.manifest.content_hash, task.id, keep)
-        self._tasks[job.id] = task
+        handle = self._enqueue(bundle, task)
+        self._tasks[handle.job_id] = task
         self._ensure_workers()
-        return JobHandle(job_id=job.id, content_hash=job.content_hash, backend=self.name)
-
-    async def result(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
-        async with asyncio.timeout(timeout):
-            while True:
-                job = self.queue.get(handle.job_id)
-                if job is not None and job.state in ("done", "failed"):
-                    return self._result(job)
-                await asyncio.sleep(self.poll_seconds)
+        return handle
 
     async def cancel(self, handle: JobHandle) -> None:
         self.queue.cancel(handle.job_id)

@@ -13,9 +13,7 @@ coming back when their leases lapse. Nothing here ever sends the provider's API 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import shutil
 import threading
 import time
 import uuid
@@ -25,15 +23,13 @@ from pathlib import Path
 import httpx
 
 from trainergym import hidden
-from trainergym.backends import JobHandle, JobResult, result_from_job
-from trainergym.job import JobBundle
+from trainergym.backends import JobHandle, QueueBackend
 from trainergym.pod_service import PodClient
 from trainergym.pool import AuthError, Pod, PodPool, PoolExhausted, ProviderError
 from trainergym.queue import Job, JobQueue
-from trainergym.tasks import TaskSpec
 
 
-class PodBackend:
+class PodBackend(QueueBackend):
     name = "runpod"
 
     def __init__(self, workdir: Path, pool: PodPool, queue: JobQueue | None = None, poll_seconds: float = 10.0,
@@ -47,22 +43,6 @@ class PodBackend:
         self._stop = threading.Event()
         self.active: dict[str, _Dispatch] = {}
         self.errors: list[str] = []
-
-    # --- Backend protocol -------------------------------------------------------------------------
-    async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
-        keep = self.workdir / "bundles" / bundle.manifest.content_hash
-        if not keep.exists():
-            shutil.copytree(bundle.root, keep)
-        job = self.queue.enqueue(bundle.manifest.content_hash, task.id, keep)
-        return JobHandle(job_id=job.id, content_hash=job.content_hash, backend=self.name)
-
-    async def result(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
-        async with asyncio.timeout(timeout):
-            while True:
-                job = self.queue.get(handle.job_id)
-                if job is not None and job.state in ("done", "failed"):
-                    return result_from_job(job)
-                await asyncio.sleep(self.poll_seconds)
 
     async def cancel(self, handle: JobHandle) -> None:
         self.queue.cancel(handle.job_id)  # the dispatcher sees the lost lease and cancels on the pod
