@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_job
+from conftest import requires_bwrap, write_job
 from trainergym import TrainerEnv, hidden
 from trainergym.probe import probe
 from trainergym.sandbox import SANDBOX_UID
 from trainergym.tasks import families
+
+pytestmark = requires_bwrap
 
 INIT = "from .chains import ChainTaskset\n\n__all__ = ['ChainTaskset']\n"
 

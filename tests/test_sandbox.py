@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from trainergym import hidden
+from conftest import requires_bwrap
 from trainergym.sandbox import Sandbox, run_once
 
 
@@ -23,6 +24,7 @@ def package(tmp_path, reference_files):
     return tmp_path / "pkg"
 
 
+@requires_bwrap
 def test_bwrap_hides_homes_and_the_data_dir():
     box = Sandbox()
     assert box.kind == "bwrap", "these tests expect bubblewrap (CI installs it)"

@@ -89,8 +89,11 @@ class Sandbox:
                                                             *self._user_args(), "--"):
             return "bwrap"
         unshare = shutil.which("unshare")
-        if prefer in ("auto", "unshare") and unshare and _works(unshare, "-n"):
-            return "unshare"
+        if prefer in ("auto", "unshare") and unshare:
+            for flags in ("-n", "-rn"):  # -r: a user namespace, for users who are not root
+                if _works(unshare, flags):
+                    self._unshare = [unshare, flags]
+                    return "unshare"
         if os.environ.get("TRAINERGYM_ALLOW_UNCONFINED") == "1":
             return "rlimits-only"
         return "none"
@@ -124,7 +127,7 @@ class Sandbox:
             raise RuntimeError("no sandbox is available: install bubblewrap (Debian package `bubblewrap`) or util-linux "
                                "`unshare`; or set TRAINERGYM_ALLOW_UNCONFINED=1 to run agent code with rlimits only")
         if self.kind == "unshare":
-            return [shutil.which("unshare"), "-n", *argv]
+            return [*self._unshare, *argv]
         if self.kind == "rlimits-only":
             return list(argv)
         hidden = _hidden_dirs(self.data_dir)
