@@ -70,7 +70,8 @@ def test_package_shape_failures(tmp_path, task, reference_files, init, words):
 def test_missing_files_fail_before_any_child(tmp_path, task, reference_files):
     report, _ = run(tmp_path, task, {"job.toml": reference_files["job.toml"]})
     assert status(report)["shape"] == "fail" and "taskset/__init__.py is missing" in report.render()
-    report, _ = probe(tmp_path / "empty", task, tmp_path / "b2") if (tmp_path / "empty").mkdir() is None else (None, None)
+    (tmp_path / "empty").mkdir()
+    report, _ = probe(tmp_path / "empty", task, tmp_path / "b2")
     assert "job.toml is missing" in report.render()
 
 

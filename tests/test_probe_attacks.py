@@ -222,7 +222,8 @@ def test_embedding_hidden_items_is_leakage(tmp_path, task, reference_files):
 def test_killing_the_worker_is_survived(tmp_path, task, reference_files):
     report = attack(tmp_path, task, reference_files, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
     assert item(report, "shape").status == "fail"
-    ok, _ = probe(tmp_path / "ws2", task, tmp_path / "b2") if write_job(tmp_path / "ws2", reference_files) is None else (None, None)
+    write_job(tmp_path / "ws2", reference_files)
+    ok, _ = probe(tmp_path / "ws2", task, tmp_path / "b2")
     assert ok.ok, ok.render()  # a fresh worker took over
 
 

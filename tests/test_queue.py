@@ -7,20 +7,13 @@ import time
 
 import pytest
 
+from trainergym.fleet_sim import Clock
 from trainergym.queue import JobQueue
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
 
 
 @pytest.fixture
 def q(tmp_path):
-    clock = Clock()
+    clock = Clock(1000.0)
     queue = JobQueue(tmp_path / "jobs.db", lease_seconds=60, max_attempts=2, clock=clock)
     queue.clock_ = clock
     return queue

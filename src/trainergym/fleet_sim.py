@@ -77,10 +77,7 @@ class SimProvider:
             now + max(10.0, self.rng.gauss(self.config.boot_seconds, self.config.boot_jitter))
         dies = now + self.config.boot_seconds + self.rng.uniform(0, self.config.die_within) \
             if self.rng.random() < self.config.die_rate else None
-        try:
-            rate = gpus.gpu(rung.gpu_type).usd_per_hour * rung.gpu_count
-        except KeyError:
-            rate = 0.5 * rung.gpu_count
+        rate = gpus.list_price(rung.gpu_type) * rung.gpu_count
         self.pods[pod_id] = _SimPod(PodInfo(pod_id, name, "RUNNING", False, rate, None), rung.gpu_type, now, boot, dies)
         return pod_id
 

@@ -50,6 +50,14 @@ def gpu(name: str) -> GPU:
     return GPUS[key]
 
 
+def list_price(name: str) -> float:
+    """On-demand $/h per GPU of a known class; 0.0 for one we have no price for."""
+    try:
+        return gpu(name).usd_per_hour
+    except KeyError:
+        return 0.0
+
+
 def _interpolate(model: str, seq_len: int, column: int) -> float:
     """Linear in seq_len between calibration points, extrapolated past either end."""
     rows = _CALIBRATION[model]

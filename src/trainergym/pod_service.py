@@ -113,7 +113,7 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int =
         job = job_or_404(request)
         if job is None:
             return PlainTextResponse("no such job", status_code=404)
-        return PlainTextResponse(job.runner._log_tail(int(request.query_params.get("chars", 4000))))
+        return PlainTextResponse(job.runner.log_tail(int(request.query_params.get("chars", 4000))))
 
     async def send_eval(request: Request) -> Response:
         job = job_or_404(request)

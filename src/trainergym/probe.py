@@ -77,9 +77,6 @@ class ProbeReport(BaseModel):
     def add(self, check: str, status: str, message: str, hint: str = "") -> None:
         self.items.append(ProbeItem(check=check, status=status, message=message, hint=hint))
 
-    def status(self, check: str) -> str | None:
-        return next((i.status for i in self.items if i.check == check), None)
-
     def render(self) -> str:
         head = "VALID: the job passed validation." if self.ok else "INVALID: fix the failed checks and submit again."
         rows = [head]

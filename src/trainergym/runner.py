@@ -107,7 +107,7 @@ class Runner:
         tmp.write_text(json.dumps(status))
         tmp.replace(self.root / "status.json")
 
-    def _log_tail(self, chars: int = 4000) -> str:
+    def log_tail(self, chars: int = 4000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
@@ -131,7 +131,7 @@ class Runner:
                     if self._cancel.is_set():
                         raise PhaseFailed("cancelled")
                     if time.monotonic() > deadline:
-                        raise PhaseFailed(f"{phase} timed out after {timeout:.0f} s", self._log_tail())
+                        raise PhaseFailed(f"{phase} timed out after {timeout:.0f} s", self.log_tail())
                     self._track_progress()
                     self._status()
                     time.sleep(min(self.heartbeat_seconds, 0.5))
@@ -142,7 +142,7 @@ class Runner:
                     pass
                 proc.wait()
         if proc.returncode != 0:
-            tail = self._log_tail()
+            tail = self.log_tail()
             reason = "out of memory" if phase == "train" and _OOM.search(tail) else f"{fail} (exit status {proc.returncode})"
             raise PhaseFailed(reason, tail)
 
@@ -159,7 +159,7 @@ class Runner:
         """The last complete filesystem broadcast (`broadcasts/step_N/` with a STABLE marker)."""
         steps = [p for p in (self.root / "outputs").rglob("step_*") if p.parent.name == "broadcasts" and (p / "STABLE").exists()]
         if not steps:
-            raise PhaseFailed("no checkpoint: training ended without publishing weights", self._log_tail())
+            raise PhaseFailed("no checkpoint: training ended without publishing weights", self.log_tail())
         return max(steps, key=lambda p: int(p.name.split("_")[-1]))
 
     def _score(self, phase: str, weights: str, eval_dir: Path) -> float:
@@ -170,9 +170,9 @@ class Runner:
             data = json.loads(score_file.read_text())
             score, n = float(data["score"]), int(data["n"])
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise PhaseFailed(f"eval failed: no valid score ({type(e).__name__})", self._log_tail()) from None
+            raise PhaseFailed(f"eval failed: no valid score ({type(e).__name__})", self.log_tail()) from None
         if n != len(self._hidden_eval) or not 0.0 <= score <= 1.0:
-            raise PhaseFailed(f"eval failed: scored {n} of {len(self._hidden_eval)} items (score {score})", self._log_tail())
+            raise PhaseFailed(f"eval failed: scored {n} of {len(self._hidden_eval)} items (score {score})", self.log_tail())
         return score
 
     # --- the job -----------------------------------------------------------------------------
@@ -212,7 +212,7 @@ class Runner:
         except PhaseFailed as e:
             result.update(failure_reason=e.reason, failed_phase=self._phase)
         result.update(train_seconds=round(train_seconds, 1) if train_seconds is not None else None,
-                      wall_seconds=round(time.monotonic() - started, 1), log_tail=self._log_tail(),
+                      wall_seconds=round(time.monotonic() - started, 1), log_tail=self.log_tail(),
                       cost_usd=round((time.monotonic() - started) / 3600 * self.usd_per_hour * self.gpu_count, 4),
                       source="measured")
         self._phase = "done"

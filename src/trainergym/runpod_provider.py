@@ -41,9 +41,7 @@ def classify(exc: Exception) -> ProviderError:
     if isinstance(exc, runpod.error.QueryError):
         if any(marker in text for marker in _CAPACITY):
             return CapacityError(str(exc))
-        if "something went wrong" in text:
-            return ProviderError(str(exc))  # unknown: the pod may exist
-        return ProviderError(str(exc))
+        return ProviderError(str(exc))  # unknown (e.g. "Something went wrong"): the pod may exist
     # JSONDecodeError (429/502 pages), KeyError('data') (500), timeouts, refused connections
     return TransientError(f"{type(exc).__name__}: {exc}")
 

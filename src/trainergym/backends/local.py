@@ -101,10 +101,7 @@ class LocalBackend(QueueBackend):
         task = self._tasks.get(job.id) or load_task(job.task_id)
         bundle = Path(job.bundle)
         base_model = json.loads((bundle / "manifest.json").read_text())["base_model"]
-        try:
-            rate = gpus.gpu(self.gpu).usd_per_hour if not self.usd_per_hour else self.usd_per_hour
-        except KeyError:
-            rate = self.usd_per_hour
+        rate = self.usd_per_hour or gpus.list_price(self.gpu)
         runner = Runner(bundle, self.workdir / "runs" / f"{job.id}-{job.attempts}",
                         lambda: [ex.model_dump() for ex in hidden.hidden_eval(task.family)], task.family, base_model,
                         gpu=self.gpu, gpu_count=self.gpu_count, usd_per_hour=rate, commands=self.commands,
