@@ -177,7 +177,9 @@ def worker(
                             client_factory=SimPod.factory(provider))
     elif backend == "runpod":
         from trainergym.runpod_provider import RunpodProvider
+        from trainergym.stack import pod_install
 
+        config.env["TRAINERGYM_INSTALL"] = pod_install()  # what each job's setup installs beside it
         pool = PodPool(RunpodProvider(), workdir / "pods.db", config)
         runner = PodBackend(workdir, pool, queue=JobQueue(queue_path, lease_seconds=300))
     else:
@@ -206,6 +208,18 @@ def worker(
             pass
     console.print(f"queue: {runner.queue.counts()}; pods left: {len(pool.live)}; billed ${pool.billed_usd():.2f}"
                   + (" (simulated)" if backend == "mock" else ""))
+
+
+@app.command("pod-serve")
+def pod_serve(
+    port: int = typer.Option(8000, help="port the provider's proxy forwards to"),
+    host: str = typer.Option("0.0.0.0", help="address to listen on"),
+    workdir: Path = typer.Option(Path("/workspace/trainergym"), help="bundles, runs, the prime-rl checkout, the pre-score cache"),
+) -> None:
+    """Serve jobs on a GPU pod (run by the pod's bootstrap; settings come from TRAINERGYM_ENV_B64)."""
+    from trainergym.pod_service import serve
+
+    serve(workdir, host, port)
 
 
 @app.command("families")

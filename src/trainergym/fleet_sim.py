@@ -61,6 +61,7 @@ class SimProvider:
         self.clock, self.config = clock, config or SimConfig()
         self.rng = random.Random(self.config.seed)
         self.pods: dict[str, _SimPod] = {}
+        self.services: dict[str, dict] = {}  # pod id -> its service's jobs (outlive a dispatcher)
         self.creates = 0
 
     def _alive(self, pod: _SimPod) -> bool:
@@ -129,7 +130,7 @@ class SimPod:
 
     def __init__(self, provider: SimProvider, pod_id: str, plan: Callable[[str], dict] = surrogate_plan):
         self.provider, self.pod_id, self.plan = provider, pod_id, plan
-        self.jobs: dict[str, dict] = {}
+        self.jobs: dict[str, dict] = provider.services.setdefault(pod_id, {})
 
     @classmethod
     def factory(cls, provider: SimProvider, plan: Callable[[str], dict] = surrogate_plan):
@@ -139,11 +140,17 @@ class SimPod:
         if self.provider.get(self.pod_id) is None:
             raise httpx.ConnectError(f"pod {self.pod_id} is gone")
 
-    def submit(self, bundle_dir: Path, family: str, base_model: str) -> str:
+    def health(self) -> dict:
+        self._check()
+        latest = next(reversed(self.jobs), None)
+        busy = latest is not None and not self.status(latest)["done"]
+        return {"ok": True, "busy": busy, "job": latest, "key": self.jobs[latest]["key"] if latest else None}
+
+    def submit(self, bundle_dir: Path, family: str, base_model: str, key: str = "") -> str:
         self._check()
         job_id = f"{self.pod_id}-{len(self.jobs)}"
         plan = self.plan(str(bundle_dir))
-        self.jobs[job_id] = {"plan": plan, "start": self.provider.clock(), "eval_at": None}
+        self.jobs[job_id] = {"plan": plan, "start": self.provider.clock(), "eval_at": None, "key": key}
         return job_id
 
     def status(self, job_id: str) -> dict:

@@ -5,8 +5,8 @@ once: a job is submitted, then polled. Every request carries the pod's random be
 (created when the pod is provisioned, never the Runpod API key). The hidden eval is uploaded
 only when the job reports `awaiting-eval`, after its training processes are gone.
 
-    GET  /health                     -> {"ok": true, "busy": bool}
-    POST /jobs                       body: the bundle as .tar.gz; headers X-Family, X-Base-Model
+    GET  /health                     -> {"ok", "busy", "job", "key"} (the latest job and its caller's key)
+    POST /jobs                       body: the bundle as .tar.gz; headers X-Family, X-Base-Model, X-Job-Key
     GET  /jobs/{id}                  -> status (phase, heartbeat, progress)
     GET  /jobs/{id}/log              -> log tail (text)
     POST /jobs/{id}/eval             body: JSON list of hidden-eval items (only while awaiting-eval)
@@ -16,8 +16,10 @@ only when the job reports `awaiting-eval`, after its training processes are gone
 
 from __future__ import annotations
 
+import base64
 import io
 import json
+import os
 import secrets
 import tarfile
 import threading
@@ -36,13 +38,16 @@ MAX_BUNDLE_BYTES = 64 << 20
 
 
 class _Job:
-    def __init__(self, runner: Runner):
-        self.runner, self.eval_ready, self.eval_items = runner, threading.Event(), None
+    def __init__(self, runner: Runner, key: str):
+        self.runner, self.key, self.eval_ready, self.eval_items = runner, key, threading.Event(), None
         self.result: dict | None = None
 
 
 def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int = 1, usd_per_hour: float = 0.0,
-               commands: Commands | None = None, timeouts: Timeouts | None = None, eval_wait_seconds: float = 3600.0) -> Starlette:
+               commands: Commands | None = None, timeouts: Timeouts | None = None, eval_wait_seconds: float = 3600.0,
+               install: str = "trainergym") -> Starlette:
+    """`install`: pip specs for trainergym and the families, which each job's setup puts into
+    prime-rl's environment beside the job's package (the host's checkout is shared)."""
     workdir = Path(workdir)
     jobs: dict[str, _Job] = {}
 
@@ -62,7 +67,9 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int =
 
     async def health(request: Request) -> Response:
         busy = any(j.result is None for j in jobs.values())
-        return JSONResponse({"ok": True, "busy": busy, "gpu": gpu, "gpu_count": gpu_count})
+        latest = next(reversed(jobs), None)  # what a restarted dispatcher re-attaches to
+        return JSONResponse({"ok": True, "busy": busy, "gpu": gpu, "gpu_count": gpu_count, "job": latest,
+                             "key": jobs[latest].key if latest else None})
 
     async def submit(request: Request) -> Response:
         if any(j.result is None for j in jobs.values()):
@@ -88,8 +95,9 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int =
             return job.eval_items
 
         runner = Runner(bundle, root / "run", fetch_eval, family, model, gpu=gpu, gpu_count=gpu_count,
-                        usd_per_hour=usd_per_hour, commands=commands, timeouts=timeouts, pre_cache=workdir / "pre-cache")
-        job = _Job(runner)
+                        usd_per_hour=usd_per_hour, commands=commands, timeouts=timeouts, pre_cache=workdir / "pre-cache",
+                        install=install, stack_dir=workdir / "prime-rl")
+        job = _Job(runner, request.headers.get("x-job-key", ""))
         jobs[job_id] = job
 
         def run() -> None:
@@ -150,6 +158,29 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int =
     ])
 
 
+def settings_from_env(environ=os.environ) -> dict:
+    """The service's settings on a pod: the pool sends them as one base64 JSON object
+    (`TRAINERGYM_ENV_B64`, so no quoting reaches the provider's API); plain variables work too.
+    `TRAINERGYM_POD_COMMANDS` (JSON) replaces phase commands, for fake pods in tests."""
+    env = dict(environ)
+    if env.get("TRAINERGYM_ENV_B64"):
+        env.update(json.loads(base64.b64decode(env["TRAINERGYM_ENV_B64"])))
+    token = env.get("TRAINERGYM_POD_TOKEN")
+    if not token:
+        raise SystemExit("no TRAINERGYM_POD_TOKEN: the pool sets it when it creates the pod; refusing to serve unauthenticated")
+    commands = Commands(**json.loads(env["TRAINERGYM_POD_COMMANDS"])) if env.get("TRAINERGYM_POD_COMMANDS") else None
+    return {"token": token, "gpu": env.get("TRAINERGYM_GPU", "unknown"), "gpu_count": int(env.get("TRAINERGYM_GPU_COUNT", 1)),
+            "usd_per_hour": float(env.get("TRAINERGYM_USD_PER_HOUR", 0.0)), "install": env.get("TRAINERGYM_INSTALL", "trainergym"),
+            "commands": commands}
+
+
+def serve(workdir: Path, host: str = "0.0.0.0", port: int = 8000, environ=os.environ) -> None:
+    """Run the pod service until killed (what a pod runs once its bootstrap has installed us)."""
+    import uvicorn
+
+    uvicorn.run(create_app(workdir, **settings_from_env(environ)), host=host, port=port, log_level="warning")
+
+
 def pack(bundle_dir: Path) -> bytes:
     """A bundle directory as .tar.gz bytes (regular files and directories only)."""
     buf = io.BytesIO()
@@ -174,8 +205,9 @@ class PodClient:
     def health(self) -> dict:
         return self._json(self.http.get("/health"))
 
-    def submit(self, bundle_dir: Path, family: str, base_model: str) -> str:
-        response = self.http.post("/jobs", content=pack(bundle_dir), headers={"X-Family": family, "X-Base-Model": base_model})
+    def submit(self, bundle_dir: Path, family: str, base_model: str, key: str = "") -> str:
+        response = self.http.post("/jobs", content=pack(bundle_dir),
+                                  headers={"X-Family": family, "X-Base-Model": base_model, "X-Job-Key": key})
         return self._json(response)["job_id"]
 
     def status(self, job_id: str) -> dict:

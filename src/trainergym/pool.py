@@ -189,7 +189,9 @@ class PodPool:
                 self.pods[name] = pod
                 self._save(pod)  # recorded before creation: a crash now leaves a known name to reconcile
                 try:
-                    pod.id = self.provider.create(name, rung, {**self.config.env, "TRAINERGYM_POD_TOKEN": pod.token})
+                    pod.id = self.provider.create(name, rung, {**self.config.env, "TRAINERGYM_POD_TOKEN": pod.token,
+                                                               "TRAINERGYM_GPU": rung.gpu_type,
+                                                               "TRAINERGYM_GPU_COUNT": str(rung.gpu_count)})
                 except CapacityError as e:
                     tried.append(f"{rung.gpu_count}x {rung.gpu_type} ({rung.cloud}): {e}")
                     self._forget(pod)

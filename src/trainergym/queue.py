@@ -181,6 +181,19 @@ class JobQueue:
                                                     json.dumps(result) if result else None, now, job_id))
             return True
 
+    def adopt(self, job_id: str, owner: str) -> Job | None:
+        """Take over a job that is still running somewhere after its holder died (a restarted
+        dispatcher re-attaching to a pod's job): it becomes `owner`'s, running, with a fresh lease
+        and no new attempt. None if the job has ended meanwhile."""
+        now = self.clock()
+        with self._tx() as db:
+            row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row["state"] not in ("queued", "leased", "running"):
+                return None
+            db.execute("UPDATE jobs SET state = 'running', owner = ?, lease_expires = ?, updated = ? WHERE id = ?",
+                       (owner, now + self.lease_seconds, now, job_id))
+            return self._job(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
+
     def cancel(self, job_id: str) -> bool:
         """Stop a job that has not ended: it fails with reason "cancelled" and its holder's next
         heartbeat returns False. Idempotent; a finished job is left as it is."""

@@ -3,7 +3,7 @@
     setup -> train -> (training processes killed) -> hidden eval written -> pre -> post -> result.json
 
 `setup` installs the pinned stack (uv, prime-rl at the pinned commit, the family's package and
-the job's taskset package); `train` runs prime-rl on the bundle's `rl.toml`; `pre` and `post`
+the job's taskset package; the checkout is shared by the host's jobs); `train` runs prime-rl on the bundle's `rl.toml`; `pre` and `post`
 score the base model and the trained weights on the hidden eval through the family's own
 scorer. The hidden eval is written to the host only after every training process is gone,
 into a directory the job's code never saw, and agent code does not run while scoring: the
@@ -12,7 +12,7 @@ reason. `status.json` carries a heartbeat and progress for the pod service to re
 
 The real commands are the defaults (`Commands`); tests swap in fake executables to exercise
 the orchestration. Placeholders in a command: {root} {prime_rl} {rl_toml} {package} {family}
-{model} {weights} {eval_file} {score_file} {run_dir}.
+{model} {weights} {eval_file} {score_file} {run_dir} {install}.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 from trainergym.stack import PIN, PRIME_RL_COMMIT, PRIME_RL_REPO
 
 BOOTSTRAP = f"""set -euo pipefail
+exec 9>{{prime_rl}}.lock && flock 9  # jobs on one host share the checkout
 command -v uv >/dev/null || python3 -m pip install --quiet uv
 if [ ! -d {{prime_rl}}/.git ]; then
   git clone --filter=blob:none {PRIME_RL_REPO} {{prime_rl}}
@@ -39,7 +40,7 @@ fi
 cd {{prime_rl}} && git fetch --quiet origin && git checkout --quiet {PRIME_RL_COMMIT}
 git submodule update --init --quiet -- deps/verifiers deps/renderers deps/pydantic-config
 uv sync --all-extras --quiet
-uv pip install --quiet {{family_package}} {{package}}
+uv pip install --quiet {{install}} {{package}}
 """
 
 
@@ -49,7 +50,7 @@ class Commands:
     train: list[str] = field(default_factory=lambda: ["uv", "run", "--project", "{prime_rl}", "rl", "@", "{rl_toml}",
                                                        "--output-dir", "{run_dir}"])
     # Serves `{weights}` with vLLM and scores the family's own taskset on `{eval_file}`, writing
-    # {"score", "n"} to `{score_file}`. (The scorer module is not written yet: see the open issue.)
+    # {"score", "n"} to `{score_file}` (trainergym.scorer).
     score: list[str] = field(default_factory=lambda: ["uv", "run", "--project", "{prime_rl}", "python", "-m",
                                                        "trainergym.scorer", "--family", "{family}", "--weights",
                                                        "{weights}", "--items", "{eval_file}", "--out", "{score_file}"])
@@ -77,7 +78,7 @@ class Runner:
     def __init__(self, bundle: Path, root: Path, hidden_eval: Callable[[], list[dict]], family: str, base_model: str,
                  gpu: str = "unknown", gpu_count: int = 1, usd_per_hour: float = 0.0, commands: Commands | None = None,
                  timeouts: Timeouts | None = None, pre_cache: Path | None = None, heartbeat_seconds: float = 5.0,
-                 family_package: str = ""):
+                 install: str = "trainergym", stack_dir: Path | None = None):
         self.bundle, self.root = Path(bundle), Path(root)
         self._fetch_eval = hidden_eval  # called only after training: the items are not on the host before
         self._hidden_eval: list[dict] = []
@@ -85,7 +86,8 @@ class Runner:
         self.commands, self.timeouts = commands or Commands(), timeouts or Timeouts()
         self.pre_cache = Path(pre_cache) if pre_cache else self.root / "pre-cache"
         self.heartbeat_seconds = heartbeat_seconds
-        self.family_package = family_package
+        self.install = install  # pip specs for trainergym and the family's package, into prime-rl's env
+        self.stack_dir = Path(stack_dir) if stack_dir else self.root / "prime-rl"
         self.root.mkdir(parents=True, exist_ok=True)
         self.log_path = self.root / "runner.log"
         self._phase, self._progress, self._cancel = "created", {}, threading.Event()
@@ -96,9 +98,9 @@ class Runner:
 
     # --- plumbing ----------------------------------------------------------------------------
     def _fill(self, argv: list[str], **extra: str) -> list[str]:
-        values = {"root": self.root, "prime_rl": self.root / "prime-rl", "rl_toml": self.bundle / "rl.toml",
+        values = {"root": self.root, "prime_rl": self.stack_dir, "rl_toml": self.bundle / "rl.toml",
                   "package": self.bundle / "package", "family": self.family, "model": self.base_model,
-                  "run_dir": self.root / "outputs", "family_package": self.family_package, **extra}
+                  "run_dir": self.root / "outputs", "install": self.install, **extra}
         return [a.format(**{k: str(v) for k, v in values.items()}) for a in argv]
 
     def _status(self, **extra) -> None:

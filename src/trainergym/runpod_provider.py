@@ -20,6 +20,15 @@ from trainergym.pool import AuthError, CapacityError, PodInfo, ProviderError, Ru
 PROXY_URL = "https://{pod_id}-{port}.proxy.runpod.net"
 SERVICE_PORT = 8000
 IMAGE = "runpod/pytorch:2.4.0-py3.11-cuda12.4.1-devel-ubuntu22.04"
+# The pod's start command decodes and runs the bootstrap, which travels base64-encoded in an
+# env var: the SDK interpolates docker_args into its query unescaped (no '"' or '\\' here).
+DOCKER_ARGS = "bash -c 'echo $TRAINERGYM_BOOTSTRAP_B64 | base64 -d > /tmp/trainergym-boot.sh && exec bash /tmp/trainergym-boot.sh'"
+POD_BOOTSTRAP = """set -euo pipefail
+command -v uv >/dev/null || python3 -m pip install --quiet uv
+uv venv --quiet --python 3.11 /opt/trainergym
+uv pip install --quiet --python /opt/trainergym/bin/python {install}
+exec /opt/trainergym/bin/trainergym pod-serve --port {port}
+"""
 _SAFE = re.compile(r"^[A-Za-z0-9 ._:/=+-]*$")
 _CAPACITY = ("no longer any instances", "does not have the resources", "not enough free gpus")
 
@@ -48,12 +57,18 @@ def classify(exc: Exception) -> ProviderError:
 
 class RunpodProvider:
     def __init__(self, api_key: str | None = None, image: str = IMAGE, proxy_url: str = PROXY_URL,
-                 port: int = SERVICE_PORT, bootstrap: str = "", volume_gb: int = 0, container_disk_gb: int = 60):
+                 port: int = SERVICE_PORT, bootstrap: str | None = None, volume_gb: int = 0, container_disk_gb: int = 60):
+        """`bootstrap`: the script a pod runs at boot (default: install trainergym and the
+        families per `stack.pod_install()`, then serve jobs)."""
         self.runpod = _sdk()
         key = api_key or os.environ.get("RUNPOD_API_KEY")
         if not key:
             raise AuthError("set RUNPOD_API_KEY to use the runpod backend")
         self.runpod.api_key = key
+        if bootstrap is None:
+            from trainergym.stack import pod_install
+
+            bootstrap = POD_BOOTSTRAP.format(install=pod_install(), port=port)
         self.image, self.proxy_url, self.port, self.bootstrap = image, proxy_url, port, bootstrap
         self.volume_gb, self.container_disk_gb = volume_gb, container_disk_gb
 
@@ -69,7 +84,7 @@ class RunpodProvider:
         payload = base64.b64encode(json.dumps(env).encode()).decode()
         pod = self._call(self.runpod.create_pod, name=name, image_name=self.image, gpu_type_id=rung.gpu_type,
                          cloud_type=rung.cloud, gpu_count=rung.gpu_count, volume_in_gb=self.volume_gb,
-                         container_disk_in_gb=self.container_disk_gb, ports=f"{self.port}/http,22/tcp",
+                         container_disk_in_gb=self.container_disk_gb, ports=f"{self.port}/http,22/tcp", docker_args=DOCKER_ARGS,
                          env={"TRAINERGYM_ENV_B64": payload, "TRAINERGYM_BOOTSTRAP_B64":
                               base64.b64encode(self.bootstrap.encode()).decode()})
         if not pod or "id" not in pod:

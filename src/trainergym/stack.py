@@ -43,3 +43,42 @@ def check_installed() -> str | None:
     if found != VERIFIERS_VERSION:
         return f"verifiers {found or 'missing'} is installed; jobs target verifiers {VERIFIERS_VERSION}"
     return None
+
+
+def install_spec(distribution: str) -> str:
+    """How to install `distribution`, as installed here, into another environment on this
+    host (prime-rl's): its local directory when it was installed from one (a checkout or
+    workspace member), else `name==version`."""
+    import json
+
+    dist = metadata.distribution(distribution)
+    direct = dist.read_text("direct_url.json")
+    if direct:
+        url = json.loads(direct).get("url", "")
+        if url.startswith("file://"):
+            return url.removeprefix("file://")
+    return f"{dist.metadata['Name']}=={dist.version}"
+
+
+def install_specs(family_id: str) -> str:
+    """What a job's setup installs into prime-rl's env beside the job: trainergym (its scorer)
+    and the family's package (its taskset, tools and rewards), as installed here."""
+    from importlib.metadata import entry_points
+
+    family = next((ep.dist.name for ep in entry_points(group="trainergym.families") if ep.name == family_id), None)
+    if family is None:
+        raise KeyError(f"unknown family {family_id!r}")
+    return f"{install_spec('trainergym')} {install_spec(family)}"
+
+
+def pod_install() -> str:
+    """What a pod installs (trainergym and every installed family): `TRAINERGYM_INSTALL` if set
+    (e.g. wheel URLs or a git URL while trainergym is unpublished), else name==version of each."""
+    import os
+    from importlib.metadata import entry_points
+
+    if os.environ.get("TRAINERGYM_INSTALL"):
+        return os.environ["TRAINERGYM_INSTALL"]
+    dists = {"trainergym": metadata.version("trainergym")}
+    dists |= {ep.dist.name: ep.dist.version for ep in entry_points(group="trainergym.families")}
+    return " ".join(f"{name}=={version}" for name, version in sorted(dists.items()))

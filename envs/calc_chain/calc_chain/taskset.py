@@ -3,6 +3,9 @@
 This is what `vf-eval calc_chain` runs and what the hidden-eval scorer uses on a GPU host.
 """
 
+import json
+from pathlib import Path
+
 import verifiers.v1 as vf
 
 from calc_chain import items
@@ -40,13 +43,17 @@ class CalcChainTask(vf.Task[CalcChainData, vf.State, CalcChainTaskConfig]):
 class CalcChainConfig(vf.TasksetConfig):
     seed: int = 0
     num_tasks: int = 200
+    items_file: str | None = None  # JSONL item rows to load instead (how the hidden eval is scored)
     difficulty: int | None = None
     task: CalcChainTaskConfig = CalcChainTaskConfig()
 
 
 class CalcChainTaskset(vf.Taskset[CalcChainTask, CalcChainConfig]):
     def load(self) -> list[CalcChainTask]:
-        rows = items.generate(self.config.seed, self.config.num_tasks, difficulty=self.config.difficulty)
+        if self.config.items_file:
+            rows = [json.loads(line) for line in Path(self.config.items_file).read_text().splitlines() if line.strip()]
+        else:
+            rows = items.generate(self.config.seed, self.config.num_tasks, difficulty=self.config.difficulty)
         return [
             CalcChainTask(
                 CalcChainData(

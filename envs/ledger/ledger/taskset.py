@@ -3,6 +3,9 @@
 This is what `vf-eval ledger` runs and what the hidden-eval scorer uses on a GPU host.
 """
 
+import json
+from pathlib import Path
+
 import verifiers.v1 as vf
 
 from ledger import items
@@ -43,13 +46,17 @@ class LedgerTask(vf.Task[LedgerData, vf.State, LedgerTaskConfig]):
 class LedgerConfig(vf.TasksetConfig):
     seed: int = 0
     num_tasks: int = 200
+    items_file: str | None = None  # JSONL item rows to load instead (how the hidden eval is scored)
     difficulty: int | None = None
     task: LedgerTaskConfig = LedgerTaskConfig()
 
 
 class LedgerTaskset(vf.Taskset[LedgerTask, LedgerConfig]):
     def load(self) -> list[LedgerTask]:
-        rows = items.generate(self.config.seed, self.config.num_tasks, difficulty=self.config.difficulty)
+        if self.config.items_file:
+            rows = [json.loads(line) for line in Path(self.config.items_file).read_text().splitlines() if line.strip()]
+        else:
+            rows = items.generate(self.config.seed, self.config.num_tasks, difficulty=self.config.difficulty)
         return [
             LedgerTask(
                 LedgerData(

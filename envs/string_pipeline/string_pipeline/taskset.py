@@ -3,6 +3,9 @@
 This is what `vf-eval string_pipeline` runs and what the hidden-eval scorer uses on a GPU host.
 """
 
+import json
+from pathlib import Path
+
 import verifiers.v1 as vf
 
 from string_pipeline import items
@@ -42,13 +45,17 @@ class StringPipelineTask(vf.Task[StringPipelineData, vf.State, StringPipelineTas
 class StringPipelineConfig(vf.TasksetConfig):
     seed: int = 0
     num_tasks: int = 200
+    items_file: str | None = None  # JSONL item rows to load instead (how the hidden eval is scored)
     difficulty: int | None = None
     task: StringPipelineTaskConfig = StringPipelineTaskConfig()
 
 
 class StringPipelineTaskset(vf.Taskset[StringPipelineTask, StringPipelineConfig]):
     def load(self) -> list[StringPipelineTask]:
-        rows = items.generate(self.config.seed, self.config.num_tasks, difficulty=self.config.difficulty)
+        if self.config.items_file:
+            rows = [json.loads(line) for line in Path(self.config.items_file).read_text().splitlines() if line.strip()]
+        else:
+            rows = items.generate(self.config.seed, self.config.num_tasks, difficulty=self.config.difficulty)
         return [
             StringPipelineTask(
                 StringPipelineData(

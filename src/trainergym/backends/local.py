@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 
 from trainergym import gpu as gpus
-from trainergym import hidden
+from trainergym import hidden, stack
 from trainergym.backends import JobHandle, JobResult, QueueBackend, result_from_job
 from trainergym.job import JobBundle
 from trainergym.queue import Job, JobQueue
@@ -105,7 +105,8 @@ class LocalBackend(QueueBackend):
         runner = Runner(bundle, self.workdir / "runs" / f"{job.id}-{job.attempts}",
                         lambda: [ex.model_dump() for ex in hidden.hidden_eval(task.family)], task.family, base_model,
                         gpu=self.gpu, gpu_count=self.gpu_count, usd_per_hour=rate, commands=self.commands,
-                        timeouts=self.timeouts, pre_cache=self.workdir / "pre-cache")
+                        timeouts=self.timeouts, pre_cache=self.workdir / "pre-cache",
+                        install=stack.install_specs(task.family), stack_dir=self.workdir / "prime-rl")
         self._runners[job.id] = runner
         self.queue.start(job.id, self.owner)
         beating = threading.Event()

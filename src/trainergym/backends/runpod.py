@@ -7,8 +7,9 @@ requests), heartbeating the job's lease. When the pod reports
 `awaiting-eval` (training is over and its processes are gone) the hidden eval is uploaded;
 then the result is recorded and the pod goes back to the pool. A pod that dies mid-job is
 discarded and its job requeued (the attempt counts). On start the pool reconciles with the
-provider, and pods that were busy when a previous dispatcher died are discarded, their jobs
-coming back when their leases lapse. Nothing here ever sends the provider's API key to a pod.
+provider, and the dispatcher re-attaches to pods that were busy when a previous one died: the
+pod's service names its latest job and the queue job it was submitted for, so the run goes on
+where it is, without a new attempt. Nothing here ever sends the provider's API key to a pod.
 """
 
 from __future__ import annotations
@@ -49,12 +50,37 @@ class PodBackend(QueueBackend):
 
     # --- the dispatcher: one loop, every job a small state machine advanced by tick() -------------
     def start(self) -> None:
-        """Reconcile with the provider; pods busy under a dead dispatcher are discarded (their jobs
-        come back when their leases lapse)."""
+        """Reconcile with the provider, then re-attach to the pods busy under a dead dispatcher."""
         self.pool.reconcile()
         for pod in list(self.pool.live):
-            if pod.state == "busy":
-                self.pool.discard(pod, "dispatcher restarted")
+            if pod.state == "busy" and pod.job_id is not None:
+                self._reattach(pod)
+
+    def _reattach(self, pod: Pod) -> None:
+        now = self.clock()
+        client = self.client_factory(pod.url, pod.token) if pod.url else None
+        try:
+            health = client.health() if client is not None else None
+        except (httpx.HTTPError, OSError, ValueError):
+            health = None
+        if health is None:  # unreachable (or never booted): the job comes back when its lease lapses
+            self.pool.discard(pod, "unreachable after a dispatcher restart")
+            return
+        submitted = health.get("key") == pod.job_id
+        job = self.queue.adopt(pod.job_id, self.owner)
+        if job is None or (health.get("busy") and not submitted):  # the job ended, or the pod runs a stranger
+            if health.get("busy"):
+                try:
+                    client.cancel(health["job"])
+                except (httpx.HTTPError, OSError):
+                    pass
+                self.pool.discard(pod, "stale job after a dispatcher restart")
+            else:
+                self.pool.release(pod)
+            client.close()
+            return
+        self.active[job.id] = _Dispatch(job, started=now, beat=now, pod=pod, client=client,
+                                        remote_id=health["job"] if submitted else None)
 
     def drain(self, once: bool = False, idle_poll: float | None = None) -> None:
         """Dispatch until stopped; with `once`, until the queue is empty and no pod is left."""
@@ -124,7 +150,7 @@ class PodBackend(QueueBackend):
         try:
             if d.remote_id is None:
                 meta = json.loads((Path(job.bundle) / "manifest.json").read_text())
-                d.remote_id = d.client.submit(Path(job.bundle), meta["family"], meta["base_model"])
+                d.remote_id = d.client.submit(Path(job.bundle), meta["family"], meta["base_model"], key=job.id)
             status = d.client.status(d.remote_id)
             d.misses = 0
         except (httpx.HTTPError, OSError, ValueError):

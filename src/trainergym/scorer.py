@@ -1,0 +1,209 @@
+"""The hidden-eval scorer: one model, one family, one items file -> {"score", "n"}.
+
+Runs on the GPU host after training, in prime-rl's environment (where vLLM and verifiers are):
+
+    python -m trainergym.scorer --family F --weights W --items hidden.jsonl --out score.json
+
+It serves `W` (a hub id for the base model, or a broadcast directory for trained weights) with
+vLLM on loopback, loads the family's own verifiers taskset over the items file
+(`items_file`), and plays each task the way verifiers' `null` harness does: a chat loop in
+which the model calls the family's eval tools (the Toolset the task declares, given the task's
+world) until it answers or runs out of turns. The task's own `@vf.reward`s score the trace;
+the score is their mean over items. The job's code is not involved: only the family's
+package and the weights are.
+
+We play the loop in process rather than through `vf-eval` so scoring needs no network beyond
+loopback (the harness's uv script fetches from PyPI) and a failed call is retried, not scored 0.
+`--base-url` skips vLLM and scores whatever OpenAI-compatible server is given (tests use a fake).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+SERVED_NAME = "scored"
+# Qwen3 emits Hermes-style tool calls; prime-rl's inference server uses the same parser.
+VLLM = ["vllm", "serve", "{weights}", "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", SERVED_NAME,
+        "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-model-len", "{max_model_len}"]
+
+
+@contextlib.contextmanager
+def vllm_server(weights: str, command: list[str] = VLLM, max_model_len: int = 8192,
+                ready_timeout: float = 900.0, log: Path | None = None) -> Iterator[str]:
+    """Serve `weights` for the duration of the block; yields the OpenAI base URL. The whole
+    process group is killed on exit, whatever happened."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [a.format(weights=weights, port=port, max_model_len=max_model_len) for a in command]
+    out = open(log, "ab") if log else subprocess.DEVNULL
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + ready_timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the model server exited with status {proc.returncode} before serving")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the model server was not ready after {ready_timeout:.0f} s")
+            try:
+                if httpx.get(f"{base_url}/models", timeout=2.0).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(1.0)
+        yield base_url
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        if log:
+            out.close()
+
+
+def load_tasks(family_id: str, items_file: Path) -> tuple[type, object, list]:
+    """The family's taskset class, its config and tasks over `items_file` (a family's id is
+    also its verifiers taskset id)."""
+    from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
+
+    cls = taskset_class(family_id)
+    config = taskset_config_type(family_id)(id=family_id, items_file=str(items_file))
+    return cls, config, list(cls(config))
+
+
+async def _toolbox(taskset_cls, config, task) -> dict:
+    """Fresh tool servers for one rollout, set up for its task: advertised name -> callable."""
+    from verifiers.v1.utils.decorators import discover_decorated
+
+    tools = {}
+    for server in list(taskset_cls.toolsets(config)) + list(type(task).toolsets(task.config)):
+        await server.setup()
+        await server.setup_task(task.data)
+        for fn in discover_decorated(server, "tool"):
+            raw = getattr(fn, "tool_name", None) or fn.__name__
+            tools[f"{server.server_name}_{raw}" if server.server_name else raw] = fn
+    return tools
+
+
+async def _call_tool(tools: dict, name: str, arguments: str) -> str:
+    if name not in tools:
+        return f"error: unknown tool {name!r}"
+    try:
+        kwargs = json.loads(arguments or "{}")
+        result = tools[name](**kwargs)
+        if inspect.isawaitable(result):
+            result = await result
+        return str(result)
+    except Exception as e:  # noqa: BLE001 - the model sees the error, as under the null harness
+        return f"error: {type(e).__name__}: {e}"
+
+
+def _trace(vf, task, messages: list):
+    """The rollout as a verifiers Trace (a chain of message nodes), for the task's rewards."""
+    from verifiers.v1.graph import MessageNode
+
+    nodes = [MessageNode(parent=i - 1 if i else None, message=m, sampled=isinstance(m, vf.AssistantMessage))
+             for i, m in enumerate(messages)]
+    return vf.Trace(task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+                    agent=vf.AgentInfo(config=vf.AgentConfig(), name="trainergym-scorer", trainable=False), nodes=nodes)
+
+
+async def play(client, model: str, taskset_cls, config, task, tool_specs: list[dict], max_turns: int,
+               max_tokens: int, temperature: float) -> float:
+    """One rollout of `task`, scored by the task's own rewards (0.0 if they record an error)."""
+    import verifiers.v1 as vf
+
+    tools = await _toolbox(taskset_cls, config, task)
+    messages: list = ([vf.SystemMessage(content=task.data.system_prompt)] if task.data.system_prompt else [])
+    messages.append(vf.UserMessage(content=task.data.prompt_text))
+    wire: list[dict] = [m.model_dump(exclude_none=True) for m in messages]
+    for _ in range(max_turns):
+        response = await client.chat.completions.create(model=model, messages=wire, tools=tool_specs or None,
+                                                        max_tokens=max_tokens, temperature=temperature)
+        msg = response.choices[0].message
+        calls = [vf.ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments or "{}")
+                 for c in msg.tool_calls or []]
+        messages.append(vf.AssistantMessage(content=msg.content or "", tool_calls=calls or None))
+        wire.append({"role": "assistant", "content": msg.content or "",
+                     **({"tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                                        for c in calls]} if calls else {})})
+        if not calls:
+            break
+        for c in calls:
+            result = await _call_tool(tools, c.name, c.arguments)
+            messages.append(vf.ToolMessage(tool_call_id=c.id, content=result, name=c.name))
+            wire.append({"role": "tool", "tool_call_id": c.id, "content": result})
+    trace = _trace(vf, task, messages)
+    await task.score(trace)
+    value = trace.reward if trace.rewards and not trace.errors else 0.0
+    return float(value or 0.0)
+
+
+async def score(family_id: str, items_file: Path, base_url: str, model: str = SERVED_NAME, concurrency: int = 32,
+                max_turns: int = 16, max_tokens: int = 1024, temperature: float = 0.0, timeout: float = 300.0) -> dict:
+    """Mean reward of the model at `base_url` over the items; every item is played once."""
+    from openai import AsyncOpenAI
+
+    from trainergym.tasks import get_family
+
+    taskset_cls, config, tasks = load_tasks(family_id, items_file)
+    tool_specs = get_family(family_id).EVAL_TOOLS
+    client = AsyncOpenAI(base_url=base_url, api_key=os.environ.get("TRAINERGYM_SCORER_API_KEY", "EMPTY"),
+                         timeout=timeout, max_retries=5)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(task) -> float:
+        async with gate:
+            return await play(client, model, taskset_cls, config, task, tool_specs, max_turns, max_tokens, temperature)
+
+    try:
+        rewards = await asyncio.gather(*(one(t) for t in tasks))
+    finally:
+        await client.close()
+    return {"score": sum(rewards) / len(rewards) if rewards else 0.0, "n": len(rewards)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m trainergym.scorer", description=__doc__.split("\n\n")[0])
+    p.add_argument("--family", required=True)
+    p.add_argument("--weights", required=True, help="hub id or weights directory to serve")
+    p.add_argument("--items", required=True, type=Path, help="JSONL item rows (the hidden eval)")
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--base-url", help="score this OpenAI-compatible server instead of starting vLLM")
+    p.add_argument("--model", default=None, help="model name at --base-url (default: the weights)")
+    p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--max-turns", type=int, default=16)
+    p.add_argument("--max-tokens", type=int, default=1024)
+    args = p.parse_args(argv)
+
+    def run(base_url: str, model: str) -> dict:
+        return asyncio.run(score(args.family, args.items, base_url, model, args.concurrency, args.max_turns, args.max_tokens))
+
+    if args.base_url:
+        result = run(args.base_url, args.model or args.weights)
+    else:
+        with vllm_server(args.weights, log=args.out.with_suffix(".vllm.log")) as url:
+            result = run(url, SERVED_NAME)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.replace(args.out)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

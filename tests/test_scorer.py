@@ -1,0 +1,102 @@
+"""The hidden-eval scorer plays the family's own taskset against a model server (a fake
+OpenAI-compatible one here; vLLM on a GPU host) and scores with the family's own rewards."""
+
+import json
+import sys
+
+import pytest
+from fake_openai import FakeOpenAI
+
+from trainergym import hidden, scorer
+from trainergym.tasks import get_family
+
+
+def _items(tmp_path, family, n=6):
+    path = tmp_path / f"{family}.jsonl"
+    path.write_text("".join(json.dumps(ex.model_dump()) + "\n" for ex in hidden.hidden_eval(family, n)))
+    return path
+
+
+def _tool_turns(body):
+    return [m for m in body["messages"] if m["role"] == "tool"]
+
+
+def calc_echo(body):
+    """Plays the reference call sequence and answers with the last tool result it was given,
+    so it scores only if the scorer really ran the family's tools."""
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    calls = get_family("calc_chain").solve({"prompt": user})["calls"]
+    done = _tool_turns(body)
+    if len(done) < len(calls):
+        c = calls[len(done)]
+        return {"content": "", "tool_calls": [{"name": c["tool"], "arguments": json.dumps(c["arguments"])}]}
+    return {"content": f"Answer: {done[-1]['content']}"}
+
+
+def ledger_echo(body):
+    """Posts the story's operations through the tools, asks the balance, answers with it: the
+    balance is right only if the tools started from the item's own world."""
+    from ledger import items
+
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    story = items.parse(user)
+    steps = [*story.ops, ("balance", {"account": story.query})]
+    done = _tool_turns(body)
+    if len(done) < len(steps):
+        kind, args = steps[len(done)]
+        return {"content": "", "tool_calls": [{"name": f"ledger_{kind}", "arguments": json.dumps(args)}]}
+    return {"content": f"Answer: {done[-1]['content'].rsplit(' ', 1)[1]}"}
+
+
+@pytest.mark.parametrize("family,policy", [("calc_chain", calc_echo), ("ledger", ledger_echo)])
+def test_a_model_that_uses_the_tools_right_scores_one(tmp_path, family, policy):
+    with FakeOpenAI(policy, faults=["429", "500"]) as fake:
+        rc = scorer.main(["--family", family, "--weights", "fake-model", "--items", str(_items(tmp_path, family)),
+                          "--out", str(tmp_path / "score.json"), "--base-url", fake.url])
+    assert rc == 0
+    out = json.loads((tmp_path / "score.json").read_text())
+    assert out == {"score": 1.0, "n": 6}
+
+
+def test_wrong_answers_score_zero_and_unknown_tools_are_errors_the_model_sees(tmp_path):
+    seen = []
+
+    def confused(body):
+        tools = _tool_turns(body)
+        if not tools:
+            return {"content": "", "tool_calls": [{"name": "calc_pow", "arguments": "{}"}]}
+        seen.append(tools[-1]["content"])
+        return {"content": "Answer: 0"}
+
+    with FakeOpenAI(confused) as fake:
+        import asyncio
+
+        result = asyncio.run(scorer.score("calc_chain", _items(tmp_path, "calc_chain", 3), fake.url, "fake-model"))
+    assert result == {"score": 0.0, "n": 3}
+    assert seen and all(s.startswith("error: unknown tool") for s in seen)
+
+
+def test_the_model_server_is_started_and_killed(tmp_path):
+    """`vllm_server` runs the serving command, waits for /v1/models and kills its group."""
+    stub = tmp_path / "serve.py"
+    stub.write_text(
+        "import sys, http.server, json\n"
+        "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+        "class H(http.server.BaseHTTPRequestHandler):\n"
+        "    def log_message(self, *a): pass\n"
+        "    def do_GET(self):\n"
+        "        self.send_response(200); self.end_headers(); self.wfile.write(json.dumps({'data': []}).encode())\n"
+        "http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()\n")
+    command = [sys.executable, str(stub), "{weights}", "--port", "{port}"]
+    with scorer.vllm_server("w", command, ready_timeout=30) as url:
+        import httpx
+
+        assert httpx.get(f"{url}/models").status_code == 200
+    with pytest.raises(Exception):
+        httpx.get(f"{url}/models", timeout=1)
+
+
+def test_a_server_that_dies_before_serving_is_an_error(tmp_path):
+    with pytest.raises(RuntimeError, match="exited with status 3"):
+        with scorer.vllm_server("w", [sys.executable, "-c", "raise SystemExit(3)"], ready_timeout=30):
+            pass
