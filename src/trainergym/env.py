@@ -84,6 +84,7 @@ class AsyncTrainerEnv:
         self.limits = limits
         self.job_timeout = job_timeout
         self.episode: Episode | None = None
+        self._pending = None  # the handle of a job in flight
 
     @property
     def tool_schemas(self) -> list[dict]:
@@ -155,6 +156,9 @@ class AsyncTrainerEnv:
             "tool": [c.name if c else None for c, _ in outcomes],
             "ok": all(o.ok for _, o in outcomes),
             "error": next((o.content for _, o in outcomes if not o.ok), None),
+            # per call, for callers that answer each tool_call_id (an unparseable message has id None)
+            "calls": [{"id": c.id if c else None, "name": c.name if c else None, "ok": o.ok, "content": o.content}
+                      for c, o in outcomes],
             **self._counters(),
         }
         reward = 0.0
@@ -212,11 +216,17 @@ class AsyncTrainerEnv:
     async def _train(self, report: ProbeReport, bundle) -> ToolOutcome:
         ep = self.episode
         handle = await self.backend.submit(bundle, ep.task)
+        self._pending = handle
         try:
             result = await self.backend.result(handle, timeout=self.job_timeout)
         except (TimeoutError, asyncio.TimeoutError):
             await self.backend.cancel(handle)
             result = None
+        except asyncio.CancelledError:  # the caller gave up on the episode: the job must not run on
+            await asyncio.shield(self.backend.cancel(handle))
+            raise
+        finally:
+            self._pending = None
         ep.result = result
         self._finish()
         r = ep.reward
@@ -263,6 +273,22 @@ class AsyncTrainerEnv:
         if ep.result:
             (out / "result.json").write_text(ep.result.model_dump_json(indent=2))
         (out / "reward.json").write_text(ep.reward.model_dump_json(indent=2))
+
+    async def end(self, reason: str) -> dict:
+        """End the episode early on the caller's behalf (a spent budget, a cancelled rollout):
+        truncated with `reason`, scored as it stands, its job cancelled if one is in flight.
+        Returns the final info, like the last step's."""
+        ep = self.episode
+        if ep is None:
+            return {"ok": False, "error": "no episode"}
+        if self._pending is not None:
+            await self.backend.cancel(self._pending)
+        if not ep.done:
+            self._finish(note=reason)
+            ep.trajectory.append({"event": "end", "reason": reason, "reward": ep.reward.total})
+            self._save_run()
+        return {"reward_breakdown": ep.reward.model_dump(), "truncated_reason": reason,
+                "result": ep.result.model_dump(mode="json") if ep.result else None, **self._counters()}
 
     @property
     def run_path(self) -> Path | None:

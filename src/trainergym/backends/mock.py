@@ -145,6 +145,10 @@ class MockBackend:
             self._delivered.add(handle.job_id)
             return self._jobs[handle.job_id]
 
+    def in_flight(self) -> set[str]:
+        """Jobs submitted and neither delivered nor cancelled (what would still be on a GPU)."""
+        return {i for i, j in self._jobs.items() if i not in self._delivered and j.status != "cancelled"}
+
     async def cancel(self, handle: JobHandle) -> None:
         job = self._jobs.get(handle.job_id)
         if job is not None and job.status == "succeeded" and handle.job_id not in self._delivered:
