@@ -129,6 +129,7 @@ class MockBackend:
         self._jobs: dict[str, JobResult] = {}
         self._by_hash: dict[str, JobResult] = {}
         self._delivered: set[str] = set()
+        self._cancelled: set[str] = set()
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
         cached = self._by_hash.get(bundle.manifest.content_hash) if self.reuse else None
@@ -147,9 +148,10 @@ class MockBackend:
 
     def in_flight(self) -> set[str]:
         """Jobs submitted and neither delivered nor cancelled (what would still be on a GPU)."""
-        return {i for i, j in self._jobs.items() if i not in self._delivered and j.status != "cancelled"}
+        return set(self._jobs) - self._delivered - self._cancelled
 
     async def cancel(self, handle: JobHandle) -> None:
+        self._cancelled.add(handle.job_id)
         job = self._jobs.get(handle.job_id)
         if job is not None and job.status == "succeeded" and handle.job_id not in self._delivered:
             self._jobs[handle.job_id] = job.model_copy(update={"status": "cancelled", "post": None, "failure_reason": "cancelled"})
