@@ -2,8 +2,9 @@
 
 A `policy(request_body) -> {"content": str, "tool_calls": [{"name", "arguments"}]}` decides each
 reply. Plain and streamed (SSE) responses, tool calls and `usage` are served as the OpenAI API
-does. Faults are consumed one per request, in order: "429", "500", "timeout" (answers after
-`slow_seconds`), "malformed" (the policy's first tool call gets arguments that are not JSON).
+does. Faults are consumed one per request, in order: "429", "500", "timeout" (a 504 after
+`slow_seconds`, past the client's timeout), "malformed" (the policy's first tool call gets
+arguments that are not JSON), None (no fault).
 Every reported usage is recorded, so a test can check a ledger against it.
 """
 
@@ -52,6 +53,7 @@ class FakeOpenAI:
                     return self._json(500, {"error": {"message": "upstream exploded"}})
                 if fault == "timeout":
                     time.sleep(fake.slow_seconds)
+                    return self._json(504, {"error": {"message": "gateway timeout"}})
                 reply = fake.policy(body)
                 calls = [dict(c) for c in reply.get("tool_calls") or []]
                 if fault == "malformed" and calls:

@@ -1,11 +1,21 @@
 """Policies that drive the env. An agent sees what a model would see (the observation and
-`info`) and returns an action; `run_episode` is the loop every caller shares."""
+`info`) and returns an action (or an awaitable of one); `run_episode` is the loop every caller
+shares. An agent that returns `Stop(reason)` ends the episode early, truncated with that reason."""
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from trainergym.env import AsyncTrainerEnv
+
+
+@dataclass
+class Stop:
+    """What an agent returns instead of an action when it must not go on (a spent budget)."""
+
+    reason: str
 
 
 class Agent(Protocol):
@@ -14,7 +24,8 @@ class Agent(Protocol):
     def act(self, observation: str, info: dict) -> Any: ...
 
 
-def make_agent(name: str) -> Agent:
+def make_agent(name: str, **llm) -> Agent:
+    """`reference`, `naive`, or `llm` (keyword arguments are `LLMConfig` fields)."""
     if name == "reference":
         from trainergym.agents.reference import ReferenceAgent
 
@@ -23,7 +34,11 @@ def make_agent(name: str) -> Agent:
         from trainergym.agents.naive import NaiveAgent
 
         return NaiveAgent()
-    raise ValueError(f"unknown agent {name!r}; available: reference, naive")
+    if name == "llm":
+        from trainergym.agents.llm import LLMAgent, LLMConfig
+
+        return LLMAgent(LLMConfig(**{k: v for k, v in llm.items() if v is not None}))
+    raise ValueError(f"unknown agent {name!r}; available: reference, naive, llm")
 
 
 async def run_episode(env: AsyncTrainerEnv, agent: Agent, seed: int | None = None, options: dict | None = None) -> dict:
@@ -31,6 +46,11 @@ async def run_episode(env: AsyncTrainerEnv, agent: Agent, seed: int | None = Non
     obs, info = await env.reset(seed=seed, options=options)
     agent.reset(obs, info)
     while True:
-        obs, reward, terminated, truncated, info = await env.step(agent.act(obs, info))
+        action = agent.act(obs, info)
+        if inspect.isawaitable(action):
+            action = await action
+        if isinstance(action, Stop):
+            return await env.end(action.reason)
+        obs, reward, terminated, truncated, info = await env.step(action)
         if terminated or truncated:
             return info

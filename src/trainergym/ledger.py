@@ -1,0 +1,108 @@
+"""The cost ledger: every metered model call and every GPU job, with where its dollars came from.
+
+One SQLite database (WAL) per installation, `<data dir>/ledger.db` or `TRAINERGYM_LEDGER`, safe
+for many processes and threads writing at once. A row's `source` says how its dollars were
+known: `reported` (the provider billed them in its response), `price table` (tokens the provider
+reported x our table's price), `measured` (a real GPU job) or `surrogate` (the mock backend's
+estimate). Prices are per million tokens, from `data/prices.toml` unless overridden.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import tomllib
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    ts REAL NOT NULL, kind TEXT NOT NULL, episode TEXT, model TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
+    usd REAL NOT NULL, source TEXT NOT NULL, note TEXT
+);
+CREATE INDEX IF NOT EXISTS entries_episode ON entries (episode);
+"""
+
+
+@dataclass(frozen=True)
+class Price:
+    input: float  # USD per million prompt tokens
+    output: float  # USD per million completion tokens
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input + completion_tokens * self.output) / 1e6
+
+
+def load_prices(override: Path | None = None) -> dict[str, Price]:
+    """The price table: the packaged one, updated by `override` (or `TRAINERGYM_PRICES`), a TOML
+    file of `["vendor/model"] input = .., output = ..`."""
+    table = tomllib.loads(resources.files("trainergym").joinpath("data/prices.toml").read_text())
+    path = override or (Path(os.environ["TRAINERGYM_PRICES"]) if os.environ.get("TRAINERGYM_PRICES") else None)
+    if path:
+        table |= tomllib.loads(Path(path).read_text())
+    return {model: Price(float(p["input"]), float(p["output"])) for model, p in table.items() if isinstance(p, dict)}
+
+
+def default_path() -> Path:
+    from trainergym.hidden import data_dir
+
+    return Path(os.environ.get("TRAINERGYM_LEDGER") or data_dir() / "ledger.db")
+
+
+class Ledger:
+    def __init__(self, path: Path | str | None = None):
+        self.path = Path(path) if path else default_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._db().executescript(_SCHEMA)
+
+    def _db(self) -> sqlite3.Connection:
+        """One connection per thread (sqlite3 connections are not shared across threads)."""
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def _tx(self):
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")  # writers queue on the lock instead of failing
+        try:
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def record(self, kind: str, usd: float, source: str, episode: str | None = None, model: str | None = None,
+               prompt_tokens: int | None = None, completion_tokens: int | None = None, note: str | None = None) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (time.time(), kind, episode, model, prompt_tokens, completion_tokens, usd, source, note))
+
+    def totals(self, episode: str | None = None, kind: str | None = None) -> dict:
+        """Summed tokens, dollars and calls, over everything or one episode / kind."""
+        where, args = [], []
+        for column, value in (("episode", episode), ("kind", kind)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        query = ("SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
+                 "COALESCE(SUM(usd), 0) FROM entries" + (" WHERE " + " AND ".join(where) if where else ""))
+        with self._tx() as db:
+            n, prompt, completion, usd = db.execute(query, args).fetchone()
+        return {"entries": n, "prompt_tokens": prompt, "completion_tokens": completion, "usd": usd}
+
+    def rows(self, episode: str | None = None) -> list[dict]:
+        with self._tx() as db:
+            cur = db.execute("SELECT * FROM entries" + (" WHERE episode = ?" if episode else "") + " ORDER BY ts",
+                             (episode,) if episode else ())
+            names = [c[0] for c in cur.description]
+            return [dict(zip(names, row)) for row in cur.fetchall()]
