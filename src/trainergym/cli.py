@@ -20,35 +20,70 @@ def main() -> None:
     """trainergym: run episodes of the WriteTrainingJob environment."""
 
 
+# Options of the `llm` agent, shared by every command that runs agents.
+MODEL = typer.Option(None, help="llm agent: model id at the endpoint (default openai/gpt-4.1-mini)")
+BASE_URL = typer.Option(None, help="llm agent: OpenAI-compatible base URL (default OpenRouter)")
+API_KEY_ENV = typer.Option(None, help="llm agent: variable holding the API key (default OPENROUTER_API_KEY)")
+BUDGET = typer.Option(None, help="llm agent: dollars one episode may spend; it stops before passing them")
+STREAM = typer.Option(False, "--stream", help="llm agent: stream responses")
+PRICES = typer.Option(None, help="llm agent: TOML file of prices per model, over the packaged table")
+
+
+def _agent_factory(agent: str, model, base_url, api_key_env, budget_usd, stream, prices):
+    """A zero-argument maker of fresh agents (one per episode); errors surface now, not mid-batch."""
+    from trainergym.agents import make_agent
+
+    llm = {"model": model, "base_url": base_url, "api_key_env": api_key_env, "budget_usd": budget_usd,
+           "stream": stream, "prices": prices} if agent == "llm" else {}
+    try:
+        make_agent(agent, **llm)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    return lambda: make_agent(agent, **llm)
+
+
+def _options(task: Optional[Path], family: Optional[str]) -> Optional[dict]:
+    if task is not None and family is not None:
+        raise typer.BadParameter("give --task or --family, not both")
+    return {"task": task or family} if (task or family) else None
+
+
 @app.command()
 def episode(
     task: Optional[Path] = typer.Option(None, help="task file (e.g. examples/tasks/calc_chain.toml)"),
     family: Optional[str] = typer.Option(None, help="family id, when no task file is given"),
-    agent: str = typer.Option("reference", help="reference | naive"),
+    agent: str = typer.Option("reference", help="reference | naive | llm"),
     backend: str = typer.Option("mock", help="mock"),
     seed: int = typer.Option(0, help="seed of the backend's noise and the episode"),
     runs_dir: Path = typer.Option(Path("runs"), help="where runs/<episode-id>/ is written"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
+    budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
 ) -> None:
-    """Run one episode and show its reward breakdown."""
-    from trainergym.agents import make_agent, run_episode
+    """Run one episode and show its reward breakdown (and, for the llm agent, tokens and dollars)."""
+    from trainergym.agents import run_episode
     from trainergym.backends import make_backend
     from trainergym.env import AsyncTrainerEnv
 
-    if task is not None and family is not None:
-        raise typer.BadParameter("give --task or --family, not both")
+    options = _options(task, family)
+    the_agent = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)()
     env = AsyncTrainerEnv(backend=make_backend(backend, seed=seed), runs_dir=runs_dir)
-    options = {"task": task or family} if (task or family) else None
     try:
-        info = asyncio.run(run_episode(env, make_agent(agent), seed=seed, options=options))
+        info = asyncio.run(run_episode(env, the_agent, seed=seed, options=options))
     finally:
         env.close()
     ep = env.episode
+    usage = getattr(the_agent, "usage", None)
     out = {
         "episode_id": ep.id, "task": ep.task.id, "agent": agent, "backend": backend, "seed": seed,
         "turns": ep.turns, "attempts": ep.attempts, "reward": info["reward_breakdown"],
-        "result": info.get("result"), "run_dir": str(env.run_path),
+        "result": info.get("result"), "run_dir": str(env.run_path), "truncated_reason": info.get("truncated_reason"),
     }
+    if usage is not None:
+        out["llm"] = {"model": the_agent.config.model, "calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
+                      "completion_tokens": usage.completion_tokens, "usd": round(usage.usd, 6),
+                      "usd_source": sorted(usage.sources)}
+        (env.run_path / "messages.json").write_text(json.dumps(the_agent.messages, indent=1))
     if as_json:
         print(json.dumps(out))
         return
@@ -70,9 +105,108 @@ def episode(
     console.print(table)
     if r.get("note"):
         console.print(f"note: {r['note']}")
+    if usage is not None:
+        llm = out["llm"]
+        console.print(f"{llm['model']}: {llm['calls']} calls, {llm['prompt_tokens']} prompt + {llm['completion_tokens']} "
+                      f"completion tokens, ${llm['usd']:.4f} ({', '.join(llm['usd_source'])})")
     if src == "surrogate":
         console.print("[yellow]post, uplift and speed come from the mock backend's surrogate, not from training.[/yellow]")
     console.print(f"run written to {env.run_path}")
+
+
+def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_jobs: int, seed: int, runs_dir: Path):
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from trainergym.backends import make_backend
+    from trainergym.batch import run_many
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as progress:
+        bar = progress.add_task("episodes", total=n)
+
+        def done(summary) -> None:
+            progress.update(bar, advance=1, description=f"last: {summary.reward:+.3f}" if summary.error is None else "last: crashed")
+
+        return asyncio.run(run_many(make, make_backend(backend, seed=seed), n, options, concurrency, max_gpu_jobs, seed,
+                                    runs_dir, on_done=done))
+
+
+@app.command()
+def batch(
+    n: int = typer.Option(8, help="episodes to run"),
+    concurrency: int = typer.Option(8, help="episodes running at once"),
+    max_gpu_jobs: int = typer.Option(4, help="training jobs in flight at once"),
+    task: Optional[Path] = typer.Option(None, help="task file"),
+    family: Optional[str] = typer.Option(None, help="family id, when no task file is given"),
+    agent: str = typer.Option("reference", help="reference | naive | llm"),
+    backend: str = typer.Option("mock", help="mock"),
+    seed: int = typer.Option(0, help="seed of the first episode (episode i gets seed + i)"),
+    runs_dir: Path = typer.Option(Path("runs"), help="where runs/<episode-id>/ are written"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
+    budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
+) -> None:
+    """Run many episodes concurrently, with a cap on GPU jobs in flight, and a progress view."""
+    import dataclasses
+    import time
+
+    make = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)
+    started = time.perf_counter()
+    summaries = _run_many(make, backend, n, _options(task, family), concurrency, max_gpu_jobs, seed, runs_dir)
+    minutes = (time.perf_counter() - started) / 60
+    from trainergym.batch import held_out_table
+
+    out = {**held_out_table(summaries), "episodes_per_minute": n / minutes,
+           "episodes_detail": [dataclasses.asdict(s) for s in summaries]}
+    if as_json:
+        print(json.dumps(out))
+        return
+    table = Table(title=f"{n} episodes ({agent} agent, {backend} backend, concurrency {concurrency})")
+    for col in ("episode", "reward", "validated", "job", "turns", "note"):
+        table.add_column(col)
+    for s in summaries:
+        table.add_row(s.episode_id, "crashed" if s.error else f"{s.reward:+.3f}", "yes" if s.validated else "no",
+                      "succeeded" if s.job_succeeded else "-", str(s.turns), s.error or s.note or "")
+    console.print(table)
+    console.print(f"mean reward {out['mean_reward']:+.3f}; {out['episodes_per_minute']:.1f} episodes per minute")
+
+
+@app.command("eval-agent")
+def eval_agent(
+    family: str = typer.Option("triage", help="the family to evaluate on (triage is the held-out one)"),
+    n: int = typer.Option(10, help="episodes"),
+    agent: str = typer.Option("reference", help="reference | naive | llm"),
+    concurrency: int = typer.Option(8, help="episodes running at once"),
+    max_gpu_jobs: int = typer.Option(4, help="training jobs in flight at once"),
+    backend: str = typer.Option("mock", help="mock"),
+    seed: int = typer.Option(0, help="seed of the first episode"),
+    runs_dir: Path = typer.Option(Path("runs"), help="where runs/<episode-id>/ are written"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
+    budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
+) -> None:
+    """Evaluate an agent on one family: the original's held-out table."""
+    from trainergym.batch import held_out_table
+    from trainergym.tasks import get_family
+
+    fam = get_family(family)
+    make = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)
+    table_row = held_out_table(_run_many(make, backend, n, {"family": family}, concurrency, max_gpu_jobs, seed, runs_dir))
+    out = {"family": family, "held_out": fam.HELD_OUT, "agent": agent, "backend": backend, **table_row}
+    if as_json:
+        print(json.dumps(out))
+        return
+    fmt = lambda v, pct=False: "-" if v is None else (f"{v:.0%}" if pct else f"{v:+.3f}")  # noqa: E731
+    table = Table(title=f"{agent} agent on {family}{' (held out)' if fam.HELD_OUT else ''}, {n} episodes, {backend} backend")
+    for col in ("mean reward", "validated", "inner jobs succeeded", "worst episode"):
+        table.add_column(col, justify="right")
+    table.add_row(fmt(out["mean_reward"]), fmt(out["validated"], True), fmt(out["inner_jobs_succeeded"], True),
+                  fmt(out["worst_episode"]))
+    console.print(table)
+    if out["crashed"]:
+        console.print(f"[red]{out['crashed']} episodes crashed (counted as not validated)[/red]")
+    if backend == "mock":
+        console.print("[yellow]rewards use the mock backend's surrogate post scores, not training.[/yellow]")
 
 
 @app.command("probe")

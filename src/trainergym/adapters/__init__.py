@@ -1,0 +1,1 @@
+"""Adapters: the trainer task as other frameworks' environments."""

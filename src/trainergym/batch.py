@@ -1,0 +1,116 @@
+"""Many episodes at once: N episodes with at most `concurrency` running and at most
+`max_gpu_jobs` training jobs in flight (the expensive part), and the held-out table of the
+original system (mean reward, validated, inner jobs succeeded, worst episode).
+
+Episodes share one backend, so a byte-identical job is trained once (the mock reuses results,
+the queue dedupes by content hash) and the GPU cap holds across all of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainergym.agents import Agent, run_episode
+from trainergym.backends import Backend, JobHandle, JobResult
+from trainergym.env import AsyncTrainerEnv
+
+
+class CappedBackend:
+    """A backend with at most `limit` jobs between submit and result (or cancel)."""
+
+    def __init__(self, inner: Backend, limit: int):
+        self.inner, self.name = inner, inner.name
+        self._slots = asyncio.Semaphore(limit)
+        self._held: set[str] = set()
+        self.peak = 0
+
+    async def submit(self, bundle, task) -> JobHandle:
+        await self._slots.acquire()
+        try:
+            handle = await self.inner.submit(bundle, task)
+        except BaseException:
+            self._slots.release()
+            raise
+        self._held.add(handle.job_id)
+        self.peak = max(self.peak, len(self._held))
+        return handle
+
+    def _free(self, handle: JobHandle) -> None:
+        if handle.job_id in self._held:
+            self._held.discard(handle.job_id)
+            self._slots.release()
+
+    async def result(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
+        try:
+            return await self.inner.result(handle, timeout=timeout)
+        finally:
+            self._free(handle)
+
+    async def cancel(self, handle: JobHandle) -> None:
+        try:
+            await self.inner.cancel(handle)
+        finally:
+            self._free(handle)
+
+
+@dataclass
+class EpisodeSummary:
+    episode_id: str
+    task: str
+    seed: int
+    reward: float
+    validated: bool
+    job_succeeded: bool
+    turns: int
+    note: str | None
+    seconds: float
+    usd: float | None = None  # the agent's metered spend, when it has one
+    error: str | None = None  # the episode crashed (the agent's endpoint failed for good, ...)
+
+
+async def run_many(make_agent: Callable[[], Agent], backend: Backend, n: int, options: dict | None = None,
+                   concurrency: int = 8, max_gpu_jobs: int = 8, seed: int = 0, runs_dir: Path | None = None,
+                   on_done: Callable[[EpisodeSummary], None] | None = None) -> list[EpisodeSummary]:
+    capped = CappedBackend(backend, max_gpu_jobs)
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> EpisodeSummary:
+        async with gate:
+            env, agent, started = AsyncTrainerEnv(backend=capped, runs_dir=runs_dir), make_agent(), time.perf_counter()
+            try:
+                info = await run_episode(env, agent, seed=seed + i, options=options)
+                ep, r = env.episode, info["reward_breakdown"]
+                summary = EpisodeSummary(ep.id, ep.task.id, seed + i, r["total"], ep.valid_on_attempt is not None,
+                                         ep.result is not None and ep.result.status == "succeeded", ep.turns, r.get("note"),
+                                         time.perf_counter() - started, getattr(getattr(agent, "usage", None), "usd", None))
+            except Exception as e:  # noqa: BLE001 - one broken episode must not sink the batch
+                ep = env.episode
+                summary = EpisodeSummary(ep.id if ep else "-", ep.task.id if ep else "-", seed + i, float("nan"), False, False,
+                                         ep.turns if ep else 0, None, time.perf_counter() - started,
+                                         error=f"{type(e).__name__}: {e}")
+            finally:
+                env.close()
+        if on_done:
+            on_done(summary)
+        return summary
+
+    return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+
+def held_out_table(summaries: list[EpisodeSummary]) -> dict:
+    """The original's held-out columns; crashed episodes count as failures, not as missing."""
+    ok = [s for s in summaries if s.error is None]
+    rewards = [s.reward for s in ok]
+    return {
+        "episodes": len(summaries),
+        "crashed": len(summaries) - len(ok),
+        "mean_reward": statistics.fmean(rewards) if rewards else None,
+        "validated": sum(s.validated for s in summaries) / len(summaries) if summaries else None,
+        "inner_jobs_succeeded": sum(s.job_succeeded for s in summaries) / len(summaries) if summaries else None,
+        "worst_episode": min(rewards) if rewards else None,
+    }

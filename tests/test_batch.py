@@ -1,0 +1,66 @@
+"""Many episodes at once: the GPU-job cap holds, a crashing agent does not sink the batch, and
+eval-agent prints the held-out table."""
+
+import asyncio
+import json
+
+from typer.testing import CliRunner
+
+from trainergym.agents.reference import ReferenceAgent
+from trainergym.backends import make_backend
+from trainergym.batch import CappedBackend, held_out_table, run_many
+from trainergym.cli import app
+
+
+class Crashing:
+    def reset(self, observation, info):
+        pass
+
+    def act(self, observation, info):
+        raise ConnectionError("the endpoint is down")
+
+
+def test_episodes_run_concurrently_under_the_gpu_cap(tmp_path):
+    backend = make_backend("mock", latency=0.3, reuse=False)
+    made = []
+
+    def agent():
+        made.append(ReferenceAgent() if len(made) < 4 else Crashing())
+        return made[-1]
+
+    seen = {}
+
+    async def go():
+        summaries = await run_many(agent, backend, 5, {"family": "calc_chain"}, concurrency=5, max_gpu_jobs=2,
+                                   runs_dir=tmp_path, on_done=lambda s: seen.setdefault(s.seed, s))
+        return summaries
+
+    original = CappedBackend.__init__
+    caps = []
+
+    def spy(self, inner, limit):
+        original(self, inner, limit)
+        caps.append(self)
+
+    CappedBackend.__init__ = spy
+    try:
+        summaries = asyncio.run(go())
+    finally:
+        CappedBackend.__init__ = original
+    assert caps[0].peak == 2  # four jobs wanted the GPUs at once; two got them
+    good = [s for s in summaries if s.error is None]
+    assert len(good) == 4 and all(s.validated and s.job_succeeded and s.reward > 0.5 for s in good)
+    crashed = [s for s in summaries if s.error]
+    assert len(crashed) == 1 and "endpoint is down" in crashed[0].error
+    table = held_out_table(summaries)
+    assert table["crashed"] == 1 and table["validated"] == 0.8 and table["worst_episode"] == min(s.reward for s in good)
+    assert not backend.in_flight() and len(seen) == 5
+
+
+def test_eval_agent_prints_the_held_out_columns(tmp_path):
+    out = CliRunner().invoke(app, ["eval-agent", "--family", "triage", "--n", "2", "--agent", "naive", "--json",
+                                   "--runs-dir", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    row = json.loads(out.output.strip().splitlines()[-1])
+    assert row["held_out"] is True and row["episodes"] == 2
+    assert row["validated"] == 0.0 and row["inner_jobs_succeeded"] == 0.0 and row["worst_episode"] <= 0
