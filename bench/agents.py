@@ -1,0 +1,96 @@
+"""Episodes per minute on the mock backend, and the LLM agent's overhead per turn.
+
+    uv run python bench/agents.py [--episodes 16]
+
+(1) The reference agent through `trainergym.batch.run_many` at concurrency 1 and 8 (the GPU cap
+    is not the bottleneck: 8 jobs in flight). The first episodes of a process pay the sandbox
+    worker's start; a warm-up episode runs before timing.
+(2) The LLM agent driving a reference episode against the fake OpenAI server on 127.0.0.1
+    (tests/fake_openai.py, answering at once): per turn, the agent's `act` (building the request,
+    the HTTP round trip through the openai SDK, parsing, metering into the ledger) beside a bare
+    SDK call with the same messages, measured in the same run; the difference is the overhead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from fake_openai import FakeOpenAI  # noqa: E402
+from openai import AsyncOpenAI  # noqa: E402
+
+from trainergym.agents import run_episode  # noqa: E402
+from trainergym.agents.llm import LLMAgent, LLMConfig  # noqa: E402
+from trainergym.agents.reference import ReferenceAgent  # noqa: E402
+from trainergym.backends import make_backend  # noqa: E402
+from trainergym.batch import run_many  # noqa: E402
+from trainergym.env import AsyncTrainerEnv  # noqa: E402
+from trainergym.ledger import Ledger  # noqa: E402
+
+
+def episodes_per_minute(n: int, concurrency: int, runs: Path) -> float:
+    backend = make_backend("mock", reuse=False)
+    started = time.perf_counter()
+    asyncio.run(run_many(ReferenceAgent, backend, n, {"family": "calc_chain"}, concurrency=concurrency,
+                         max_gpu_jobs=8, runs_dir=runs))
+    return n / ((time.perf_counter() - started) / 60)
+
+
+def llm_overhead(tmp: Path) -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from test_llm_agent import reference_policy
+
+    with FakeOpenAI(reference_policy()) as fake:
+        client = AsyncOpenAI(base_url=fake.url, api_key="k", max_retries=0)
+        prices = tmp / "prices.toml"
+        prices.write_text('["fake-model"]\ninput = 1.0\noutput = 2.0\n')
+        agent = LLMAgent(LLMConfig(model="fake-model", base_url=fake.url, prices=prices), Ledger(tmp / "ledger.db"),
+                         client=client)
+        acts, bare = [], []
+        original = agent.act
+
+        async def timed(observation, info):
+            t = time.perf_counter()
+            action = await original(observation, info)
+            acts.append(time.perf_counter() - t)
+            messages = agent.messages[:-1]  # what that call sent
+            t = time.perf_counter()
+            await client.chat.completions.create(model="fake-model", messages=messages, tools=agent.tools, max_tokens=512)
+            bare.append(time.perf_counter() - t)
+            return action
+
+        agent.act = timed
+        env = AsyncTrainerEnv(backend=make_backend("mock"))
+
+        async def go():
+            for _ in range(3):
+                await run_episode(env, agent, options={"family": "calc_chain"})
+
+        asyncio.run(go())
+        env.close()
+    return {"turns": len(acts), "act_p50_ms": statistics.median(acts) * 1e3, "bare_p50_ms": statistics.median(bare) * 1e3}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--episodes", type=int, default=16)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="tg-bench-agents-"))
+    episodes_per_minute(1, 1, tmp / "warm")  # starts the sandbox worker
+    for c in (1, 8):
+        print(f"reference agent, mock backend, concurrency {c}: {episodes_per_minute(args.episodes, c, tmp / f'c{c}'):.1f} "
+              f"episodes/minute ({args.episodes} episodes)")
+    o = llm_overhead(tmp)
+    print(f"llm agent vs fake server, {o['turns']} turns: act p50 {o['act_p50_ms']:.2f} ms, bare SDK call p50 "
+          f"{o['bare_p50_ms']:.2f} ms, overhead {o['act_p50_ms'] - o['bare_p50_ms']:.2f} ms per turn")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,357 @@
+"""Train a model on WriteTrainingJob episodes with Tinker, through tinker-cookbook's RL loop.
+
+Install the extra first: `uv sync --extra tinker` (it pins tinker-cookbook==0.6.1, whose
+asynchronous semantics docs/adapters.md describes; other releases differ).
+
+The layers, bottom up:
+
+- `TrainerMessageEnv`: one `AsyncTrainerEnv` episode as a cookbook `MessageEnv`. The model's
+  parsed tool calls become one env action; each call is answered by its own tool message. The
+  reward is the env's, and arrives only on the last turn (after the GPU job); every other turn
+  pays 0. `EnvFromMessageEnv` turns it into the token-level `Env` the cookbook trains on.
+- `TrainerEnvGroupBuilder`: one GRPO group (N episodes of one task). It holds only plain
+  settings, so it pickles; tokenizer, renderer, backends and envs are built in `make_envs`.
+  `cleanup` ends every episode it built, which cancels any job still in flight.
+- `TrainerDatasetBuilder`: batches of groups over families and task files; held-out families
+  (triage) never reach training and form the test set instead.
+- `train_config` / `main`: the training run with the original's defaults.
+
+`rl.train.main` needs TINKER_API_KEY and the network; everything else here runs offline
+(tests/test_adapter_tinker.py drives whole groups with a scripted policy and a toy tokenizer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import chz
+from tinker_cookbook import model_info
+from tinker_cookbook.renderers import Message, Renderer, ToolSpec, get_renderer, get_text_content
+from tinker_cookbook.rl import train
+from tinker_cookbook.rl.message_env import EnvFromMessageEnv, MessageEnv, MessageStepResult
+from tinker_cookbook.rl.types import STOP_METRIC_PREFIX, Env, EnvGroupBuilder, RLDataset, RLDatasetBuilder, StopReason
+from tinker_cookbook.tokenizer_utils import get_tokenizer
+
+from trainergym.backends import Backend, make_backend
+from trainergym.env import AsyncTrainerEnv
+from trainergym.reward import NO_SUBMISSION_TOTAL
+from trainergym.tasks import families as installed_families
+from trainergym.tasks import get_family, load_task
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "Qwen/Qwen3.6-35B-A3B"
+# Recommended for Qwen3.6 by tinker_cookbook/model_info.py (Qwen3.6 reuses the Qwen3.5
+# renderer). Without thinking, a turn's sampled tokens extend the next prompt, so the
+# cookbook merges an episode's turns into one Datum instead of one Datum per turn.
+DEFAULT_RENDERER = "qwen3_5_disable_thinking"
+SYSTEM_PROMPT = ("You are writing a reinforcement-learning training job in a workspace. "
+                 "Act only through the tools: every reply must call at least one tool.")
+# A reply the renderer cannot frame (no stop token) or a context overflow ends the episode
+# without the env scoring it; it pays what an episode with no submission pays, so a broken
+# reply is never better than giving up, nor punished far beyond anything the env gives.
+BROKEN_REPLY_REWARD = NO_SUBMISSION_TOTAL
+
+
+# --- one episode ---------------------------------------------------------------------------------
+class TrainerMessageEnv(MessageEnv):
+    """One `AsyncTrainerEnv` episode at the message level. Single use, like every cookbook env."""
+
+    def __init__(self, env: AsyncTrainerEnv, renderer: Renderer, task: str, seed: int | None = None):
+        self.env, self.renderer, self.task, self.seed = env, renderer, task, seed
+        self.messages: list[Message] = []
+        self.env_seconds = 0.0  # spent awaiting the core env (tools, probe, job): not adapter overhead
+        self._call_ids = itertools.count()
+        self._string_params: dict[str, set[str]] = {}
+
+    async def initial_observation(self) -> list[Message]:
+        obs, info = await self.env.reset(seed=self.seed, options={"task": self.task})
+        schemas = info["tool_schemas"]
+        self._string_params = {s["function"]["name"]: {p for p, v in s["function"]["parameters"].get("properties", {}).items()
+                                                       if v.get("type") == "string"} for s in schemas}
+        specs = [ToolSpec(name=s["function"]["name"], description=s["function"]["description"],
+                          parameters=s["function"]["parameters"]) for s in schemas]
+        self.messages = [*self.renderer.create_conversation_prefix_with_tools(specs, SYSTEM_PROMPT),
+                         Message(role="user", content=obs)]
+        return list(self.messages)
+
+    async def step(self, message: Message) -> MessageStepResult:
+        self.messages.append(message)
+        calls = list(message.get("tool_calls") or [])
+        unparsed = list(message.get("unparsed_tool_calls") or [])
+        # Qwen's format carries no call ids; ours key the env's per-call results.
+        ids = [call.id or f"call_{next(self._call_ids)}" for call in calls]
+        started = time.perf_counter()
+        obs, reward, terminated, truncated, info = await self.env.step(self._action(message, calls, ids, unparsed))
+        self.env_seconds += time.perf_counter() - started
+        self.messages += self._replies(calls, ids, unparsed, obs, info)
+        done = terminated or truncated
+        return MessageStepResult(reward=reward if done else 0.0, episode_done=done, next_messages=list(self.messages),
+                                 metrics=_final_metrics(info, truncated) if done else {})
+
+    def _action(self, message: Message, calls: list, ids: list[str], unparsed: list) -> Any:
+        """The env action for one assistant message. Without parsed calls the raw text goes to
+        the env, so a malformed reply still costs the turn it costs any other agent."""
+        if calls:
+            return {"role": "assistant", "content": get_text_content(message),
+                    "tool_calls": [{"id": id_, "type": "function",
+                                    "function": {"name": c.function.name, "arguments": self._arguments(c)}}
+                                   for c, id_ in zip(calls, ids)]}
+        if unparsed:
+            return "\n".join(u.raw_text for u in unparsed)
+        return get_text_content(message)
+
+    def _arguments(self, call) -> str:
+        """Qwen3.5's XML tool calls carry no types: the renderer JSON-decodes every parameter it
+        can, so a file whose text is JSON arrives as an object. Our tools take strings (strictly),
+        so a string parameter gets its text back."""
+        strings = self._string_params.get(call.function.name)
+        try:
+            args = json.loads(call.function.arguments or "{}")
+        except json.JSONDecodeError:
+            return call.function.arguments  # the env reports it
+        if not strings or not isinstance(args, dict):
+            return call.function.arguments
+        fixed = {k: v if k not in strings or isinstance(v, str) else json.dumps(v) for k, v in args.items()}
+        return json.dumps(fixed)
+
+    @staticmethod
+    def _replies(calls: list, ids: list[str], unparsed: list, obs: str, info: dict) -> list[Message]:
+        """One tool message per call the model made, in order; a reply with no call at all
+        gets the env's observation as a user message (there is no call to answer)."""
+        if not calls and not unparsed:
+            return [Message(role="user", content=obs)]
+        results = info.get("calls") or []
+        whole_message_error = next((r["content"] for r in results if r["id"] is None), None)
+        by_id = {r["id"]: r["content"] for r in results if r["id"] is not None}
+        replies = [Message(role="tool", tool_call_id=call.id or "", name=call.function.name,
+                           content=whole_message_error or by_id.get(id_, "not run: the episode ended before this call."))
+                   for call, id_ in zip(calls, ids)]
+        # The renderer's diagnosis names the model's own format; the env's would not.
+        replies += [Message(role="tool", tool_call_id="", content=f"error: the tool call could not be parsed ({u.error}).")
+                    for u in unparsed]
+        return replies
+
+
+def _final_metrics(info: dict, truncated: bool) -> dict[str, float]:
+    r = info.get("reward_breakdown") or {}
+    if truncated:
+        stop = StopReason.MAX_TURNS
+    elif not r.get("validated") and info.get("attempts_left") == 0:
+        stop = StopReason.MAX_TOOL_CALLS  # the submit budget, the env's only tool budget, ran out
+    else:
+        stop = StopReason.COMPLETED
+    return {
+        "validation": float(r.get("validation", 0.0)),
+        "job_quality": float(r.get("job_quality", 0.0)),
+        "speed": float(r.get("speed", 0.0)),
+        "validated": float(bool(r.get("validated"))),
+        "job_succeeded": float(r.get("job_status") == "succeeded"),
+        "attempts": float(r.get("attempts", 0)),
+        f"{STOP_METRIC_PREFIX}{stop}": 1.0,
+    }
+
+
+# --- one group ---------------------------------------------------------------------------------
+class TrainerEnvGroupBuilder(EnvGroupBuilder):
+    """`group_size` episodes of one task. Plain settings only, so plain `pickle` carries it to a
+    rollout executor. With `reuse_identical`, the group's envs share one backend, which answers
+    a byte-identical bundle with the result it already has instead of training it again (the
+    mock backend needs `reuse=True`, its default; the queue backends deduplicate by hash)."""
+
+    def __init__(self, task: str, *, group_size: int = 8, model_name: str = DEFAULT_MODEL,
+                 renderer_name: str = DEFAULT_RENDERER, backend: str = "mock", backend_kwargs: dict | None = None,
+                 reuse_identical: bool = False, seed: int | None = None, family: str | None = None,
+                 max_tokens: int | None = None, max_trajectory_tokens: int | None = None,
+                 job_timeout: float | None = None, runs_dir: str | None = None):
+        self.task = str(task)
+        self.family = family or load_task(self.task).family
+        self.group_size, self.model_name, self.renderer_name = group_size, model_name, renderer_name
+        self.backend, self.backend_kwargs, self.reuse_identical = backend, dict(backend_kwargs or {}), reuse_identical
+        self.seed, self.max_tokens, self.max_trajectory_tokens = seed, max_tokens, max_trajectory_tokens
+        self.job_timeout, self.runs_dir = job_timeout, runs_dir
+        self._cores: list[AsyncTrainerEnv] = []  # every env built, across retries: cleanup ends them all
+        self._backends: list[Backend] = []
+
+    def __getstate__(self) -> dict:
+        # Live envs and backends stay in the process that built them.
+        return {**self.__dict__, "_cores": [], "_backends": []}
+
+    @property
+    def core_envs(self) -> list[AsyncTrainerEnv]:
+        """The `AsyncTrainerEnv`s built so far, in the order of their rollouts."""
+        return list(self._cores)
+
+    def _new_backend(self) -> Backend:
+        backend = make_backend(self.backend, **self.backend_kwargs)
+        self._backends.append(backend)
+        return backend
+
+    async def make_envs(self) -> Sequence[Env]:
+        # The first call may read (or download) a large tokenizer: keep it off the event loop.
+        renderer = await asyncio.to_thread(
+            lambda: get_renderer(self.renderer_name, get_tokenizer(self.model_name), model_name=self.model_name))
+        shared = self._new_backend() if self.reuse_identical else None
+        envs = []
+        for _ in range(self.group_size):
+            core = AsyncTrainerEnv(task=self.task, backend=shared or self._new_backend(), job_timeout=self.job_timeout,
+                                   runs_dir=Path(self.runs_dir) if self.runs_dir else None)
+            self._cores.append(core)
+            envs.append(EnvFromMessageEnv(renderer, TrainerMessageEnv(core, renderer, self.task, self.seed),
+                                          failed_parse_reward=BROKEN_REPLY_REWARD, context_overflow_reward=BROKEN_REPLY_REWARD,
+                                          max_trajectory_tokens=self.max_trajectory_tokens,
+                                          max_generation_tokens=self.max_tokens))
+        return envs
+
+    async def cleanup(self) -> None:
+        """End every episode built (cancelling its job if one is in flight) and release the
+        workspaces and backends. Idempotent; logs and swallows failures, as the cookbook requires."""
+        try:
+            results = await asyncio.gather(*(core.end("rollout ended") for core in self._cores), return_exceptions=True)
+            for result in results:
+                if isinstance(result, BaseException):
+                    logger.warning("ending a trainergym episode failed: %r", result)
+            for core in self._cores:
+                core.close()
+            backends, self._backends = self._backends, []
+            for backend in backends:
+                if hasattr(backend, "close"):  # e.g. the local backend's worker threads
+                    await asyncio.to_thread(backend.close)
+        except Exception:
+            logger.exception("trainergym group cleanup failed")
+
+    def logging_tags(self) -> list[str]:
+        return ["trainergym", self.family]
+
+
+# --- the dataset -------------------------------------------------------------------------------
+class TrainerDataset(RLDataset):
+    """`n_batches` batches of `groups_per_batch` groups, cycling through `tasks`."""
+
+    def __init__(self, tasks: list[tuple[str, str]], groups_per_batch: int, n_batches: int, group: dict, seed: int = 0):
+        self.tasks, self.groups_per_batch, self.n_batches = tasks, groups_per_batch, n_batches
+        self.group, self.seed = group, seed  # TrainerEnvGroupBuilder settings
+
+    def get_batch(self, index: int) -> Sequence[TrainerEnvGroupBuilder]:
+        builders = []
+        for k in range(index * self.groups_per_batch, (index + 1) * self.groups_per_batch):
+            task, family = self.tasks[k % len(self.tasks)]
+            builders.append(TrainerEnvGroupBuilder(task, family=family, seed=self.seed + k, **self.group))
+        return builders
+
+    def __len__(self) -> int:
+        return self.n_batches
+
+
+@chz.chz
+class TrainerDatasetBuilder(RLDatasetBuilder):
+    """Tasks from `families` (ids; None with no `task_files` means every installed family) and
+    `task_files` (paths). Tasks of held-out families (triage) are the test set, never trained on.
+
+    A batch is `groups_per_batch` groups of `group_size` episodes: 5 x 8 = 40 episodes, so
+    about 40 GPU jobs per batch (fewer when episodes fail validation or, with
+    `reuse_identical`, submit identical bundles)."""
+
+    model_name: str = DEFAULT_MODEL
+    renderer_name: str = DEFAULT_RENDERER
+    families: list[str] | None = None
+    task_files: list[str] = chz.field(default_factory=list)
+    group_size: int = 8
+    groups_per_batch: int = 5
+    n_batches: int = 50
+    test_group_size: int = 8
+    backend: str = "mock"
+    backend_kwargs: dict[str, Any] = chz.field(default_factory=dict)
+    reuse_identical: bool = False
+    max_tokens: int = 8192
+    max_trajectory_tokens: int | None = 65536
+    job_timeout: float | None = None
+    runs_dir: str | None = None
+    seed: int = 0
+
+    def tasks(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """(train, test) as (task ref, family) pairs."""
+        refs = list(self.families if self.families is not None else ([] if self.task_files else sorted(installed_families())))
+        refs += [str(Path(p)) for p in self.task_files]
+        train_tasks, test_tasks = [], []
+        for ref in refs:
+            spec = load_task(ref)
+            held_out = spec.held_out or get_family(spec.family).HELD_OUT
+            (test_tasks if held_out else train_tasks).append((ref, spec.family))
+        return train_tasks, test_tasks
+
+    async def __call__(self) -> tuple[RLDataset, RLDataset | None]:
+        train_tasks, test_tasks = self.tasks()
+        if not train_tasks:
+            raise ValueError("no training task: every task given is of a held-out family")
+        group = dict(model_name=self.model_name, renderer_name=self.renderer_name, backend=self.backend,
+                     backend_kwargs=dict(self.backend_kwargs), reuse_identical=self.reuse_identical,
+                     max_tokens=self.max_tokens, max_trajectory_tokens=self.max_trajectory_tokens,
+                     job_timeout=self.job_timeout, runs_dir=self.runs_dir)
+        train_ds = TrainerDataset(train_tasks, self.groups_per_batch, self.n_batches,
+                                  {**group, "group_size": self.group_size}, seed=self.seed)
+        test_ds = (TrainerDataset(test_tasks, len(test_tasks), 1, {**group, "group_size": self.test_group_size},
+                                  seed=self.seed) if test_tasks else None)
+        return train_ds, test_ds
+
+
+# --- the training run ----------------------------------------------------------------------------
+def train_config(log_path: str, *, model_name: str = DEFAULT_MODEL, renderer_name: str | None = None,
+                 lora_rank: int = 8, learning_rate: float = 4e-5, group_size: int = 8, groups_per_batch: int = 5,
+                 max_steps_off_policy: int = 2, max_tokens: int = 8192, n_batches: int = 50,
+                 families: list[str] | None = None, task_files: Sequence[str] = (), backend: str = "mock",
+                 backend_kwargs: dict | None = None, reuse_identical: bool = False,
+                 **config: Any) -> train.Config:
+    """The cookbook `train.Config` of the original run: Qwen3.6-35B-A3B, LoRA rank 8, lr 4e-5,
+    groups of 8, 5 groups (40 episodes) per step, asynchronous with at most 2 steps off policy
+    (tinker-cookbook 0.6.1 semantics: sampling runs at most 2 steps ahead; no group is
+    discarded). `config` overrides any other `train.Config` field."""
+    if renderer_name is None:
+        recommended = model_info.get_recommended_renderer_names(model_name)
+        renderer_name = DEFAULT_RENDERER if DEFAULT_RENDERER in recommended else recommended[0]
+    dataset = TrainerDatasetBuilder(
+        model_name=model_name, renderer_name=renderer_name, families=families, task_files=list(task_files),
+        group_size=group_size, groups_per_batch=groups_per_batch, n_batches=n_batches, backend=backend,
+        backend_kwargs=dict(backend_kwargs or {}), reuse_identical=reuse_identical, max_tokens=max_tokens)
+    defaults: dict[str, Any] = dict(
+        # A group whose episodes all score the same has zero advantage: training on it costs a slot, teaches nothing.
+        remove_constant_reward_groups=True,
+        async_config=train.AsyncConfig(max_steps_off_policy=max_steps_off_policy, groups_per_batch=groups_per_batch),
+    )
+    return train.Config(learning_rate=learning_rate, dataset_builder=dataset, model_name=model_name,
+                        recipe_name="trainergym", max_tokens=max_tokens, log_path=log_path,
+                        renderer_name=renderer_name, lora_rank=lora_rank, **{**defaults, **config})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`python -m trainergym.adapters.tinker --log-path runs/tinker [--backend mock] ...`"""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--log-path", required=True)
+    parser.add_argument("--model", default=DEFAULT_MODEL)
+    parser.add_argument("--renderer", default=None)
+    parser.add_argument("--family", action="append", dest="families", help="repeatable; default: every family")
+    parser.add_argument("--task-file", action="append", dest="task_files", default=[])
+    parser.add_argument("--backend", default="mock")
+    parser.add_argument("--n-batches", type=int, default=50)
+    parser.add_argument("--reuse-identical", action="store_true")
+    parser.add_argument("--wandb-project", default=None)
+    args = parser.parse_args(argv)
+    if not os.environ.get("TINKER_API_KEY"):
+        parser.error("TINKER_API_KEY is not set: training runs on the Tinker service")
+    config = train_config(args.log_path, model_name=args.model, renderer_name=args.renderer, families=args.families,
+                          task_files=args.task_files, backend=args.backend, n_batches=args.n_batches,
+                          reuse_identical=args.reuse_identical, wandb_project=args.wandb_project)
+    asyncio.run(train.main(config))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,283 @@
+"""The trainer task as a verifiers v1 environment: our tools as its tools, our reward as its reward.
+
+`vf-eval trainergym ...` scores a model as a trainer and prime-rl trains a trainer agent from the
+same taskset (the id resolves to `TrainerTaskset` through the `trainergym` package's `__all__`).
+Each task is one trainer task (a family, or a task file) at one seed; its prompt is the env's
+task observation. `TrainerToolset` is the agent's tools (`trainergym.tools.TOOLS`, advertised
+under their own names): each rollout gets a fresh `AsyncTrainerEnv`, and each tool call is one
+env step, so under verifiers every call costs a turn of the task's budget.
+
+The reward crosses a process boundary. verifiers serves the toolset as an MCP server in its own
+process and scores in the main one, so the reward cannot read the env: the toolset states the
+episode's outcome in its tool results instead, as a last line `[trainergym-episode] {json} <hmac>`
+after each `submit_job` and when the episode ends. The HMAC is keyed by a per-task secret in
+the task data, which the model never sees: a model cannot forge an outcome, neither in its own
+text (never read) nor by writing the line into a file and reading it back (unsigned). The
+reward is the latest signed outcome (a final one beats any provisional one), which is what
+`AsyncTrainerEnv.end("the model stopped")` gives at that point: an episode the model leaves
+without ending scores as the env would score it truncated there (-0.1 with no submission).
+
+The hidden-eval scorer (`trainergym.scorer.play`) plays this taskset in process as well, which
+is how the tests evaluate it offline: `vf-eval`'s harness needs PyPI for its uv script.
+"""
+
+import asyncio
+import concurrent.futures
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import weakref
+from typing import Annotated
+
+import verifiers.v1 as vf
+from pydantic import Field
+from verifiers.v1.task import task_key
+from verifiers.v1.types import content_text
+
+from trainergym import baselines
+from trainergym.agents.llm import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
+from trainergym.env import AsyncTrainerEnv
+from trainergym.reward import NO_SUBMISSION_TOTAL, RewardBreakdown, episode_reward
+from trainergym.tasks import TaskSpec, families, load_task
+from trainergym.tools import TOOLS, EditFile, ListFiles, ReadFile, WriteFile
+
+__all__ = ["TrainerTaskset"]
+
+SYSTEM_PROMPT = AGENT_SYSTEM_PROMPT + " Every tool call counts as one turn of your budget."
+MARKER = "[trainergym-episode]"
+_MARKER_LINE = re.compile(r"^\[trainergym-episode\] (\{.*\}) ([0-9a-f]{64})$", re.MULTILINE)
+
+
+# --- the episode outcome, as the toolset states it and the reward reads it ----------------------
+def _sign(key: str, body: str) -> str:
+    return hmac.new(key.encode(), body.encode(), hashlib.sha256).hexdigest()
+
+
+def seal(key: str, outcome: dict) -> str:
+    """The marker line stating `outcome`, signed with the task's secret."""
+    body = json.dumps(outcome, sort_keys=True, separators=(",", ":"))
+    return f"{MARKER} {body} {_sign(key, body)}"
+
+
+def outcomes(key: str, texts: list[str]) -> list[dict]:
+    """The genuine outcomes stated in `texts` (tool results), in order; forged lines are ignored."""
+    found = []
+    for text in texts:
+        for body, sig in _MARKER_LINE.findall(text):
+            if key and hmac.compare_digest(sig, _sign(key, body)):
+                found.append(json.loads(body))
+    return found
+
+
+def _outcome(r: RewardBreakdown, turn: int, done: bool) -> dict:
+    return {"turn": turn, "done": done, "reward": r.total, "validated": r.validated,
+            "job_succeeded": r.job_status == "succeeded", "attempts": r.attempts}
+
+
+NO_SUBMISSION = {"turn": 0, "done": False, "reward": NO_SUBMISSION_TOTAL, "validated": False,
+                 "job_succeeded": False, "attempts": 0}
+
+
+# --- the tools ----------------------------------------------------------------------------------
+class TrainerToolsetConfig(vf.ToolsetConfig):
+    backend: str = "mock"
+    """The trainergym backend that trains submitted jobs: mock (a surrogate), local, runpod."""
+    job_timeout: float | None = None
+    """Seconds a submitted job may take; keep it under the harness's `tool_timeout`."""
+
+
+def _arg(model, name: str):
+    return Field(description=model.model_fields[name].description)
+
+
+def _tool(fn):
+    """`vf.tool`, described as `trainergym.tools.TOOLS` describes it (one text for both faces)."""
+    fn.__doc__ = TOOLS[fn.__name__].description
+    return vf.tool(fn)
+
+
+class TrainerToolset(vf.Toolset[TrainerToolsetConfig]):
+    # None advertises the tools bare (read_file, submit_job, ...): the names the task
+    # observation, INSTRUCTIONS.md and `AsyncTrainerEnv.tool_schemas` use.
+    TOOL_PREFIX = None
+
+    def __init__(self, config: TrainerToolsetConfig) -> None:
+        super().__init__(config)
+        self.env: AsyncTrainerEnv | None = None
+        self.key = ""
+        self._lock = asyncio.Lock()  # one env step at a time, even if a harness calls in parallel
+
+    async def setup_task(self, task) -> None:
+        """A fresh episode of the task for this rollout."""
+        if self.env is not None:
+            self.env.close()
+        self.env = AsyncTrainerEnv(backend=self.config.backend, job_timeout=self.config.job_timeout)
+        await self.env.reset(seed=task.seed, options={"task": TaskSpec.model_validate(task.spec)})
+        self.key = task.episode_key
+        # In process (the scorer) nobody tears a toolset down: drop the workspace with it.
+        weakref.finalize(self, self.env.close)
+
+    async def _step(self, name: str, **arguments) -> str:
+        async with self._lock:
+            env = self.env
+            if env is None or env.episode is None:
+                return "error: the tools were not set up for a task"
+            if env.episode.done:
+                return "The episode is over: no further tool calls are needed."
+            obs, _, _, _, info = await env.step({"name": name, "arguments": arguments})
+            ep = env.episode
+            if ep.done:
+                line = seal(self.key, _outcome(RewardBreakdown.model_validate(info["reward_breakdown"]), ep.turns, True))
+                env.close()  # the workspace and bundle are no longer needed
+            elif name == "submit_job":
+                # What `env.end()` would score now (env._finish with no job result), so the
+                # reward of a rollout the model leaves here is the env's.
+                r = episode_reward(attempts=ep.attempts, parseable=ep.parseable, valid_on_attempt=ep.valid_on_attempt,
+                                   job_succeeded=False, post=None, best_pre=baselines.best_pre(ep.task.family).score)
+                line = seal(self.key, _outcome(r, ep.turns, False))
+            else:
+                return obs
+            return f"{obs}\n\n{line}"
+
+    @_tool
+    async def read_file(self, path: Annotated[str, _arg(ReadFile, "path")]) -> str:
+        return await self._step("read_file", path=path)
+
+    @_tool
+    async def write_file(self, path: Annotated[str, _arg(WriteFile, "path")],
+                         content: Annotated[str, _arg(WriteFile, "content")]) -> str:
+        return await self._step("write_file", path=path, content=content)
+
+    @_tool
+    async def edit_file(self, path: Annotated[str, _arg(EditFile, "path")],
+                        old_string: Annotated[str, _arg(EditFile, "old_string")],
+                        new_string: Annotated[str, _arg(EditFile, "new_string")]) -> str:
+        return await self._step("edit_file", path=path, old_string=old_string, new_string=new_string)
+
+    @_tool
+    async def list_files(self, path: Annotated[str, _arg(ListFiles, "path")] = ".") -> str:
+        return await self._step("list_files", path=path)
+
+    @_tool
+    async def get_baseline_scores(self) -> str:
+        return await self._step("get_baseline_scores")
+
+    @_tool
+    async def submit_job(self) -> str:
+        return await self._step("submit_job")
+
+
+# --- the task -----------------------------------------------------------------------------------
+class TrainerData(vf.TaskData):
+    spec: dict
+    """The TaskSpec, whole: the tool server needs no task file."""
+    seed: int = 0
+    episode_key: str = ""
+    """Secret that signs the episode outcome in tool results; never shown to the model."""
+
+
+class TrainerTaskConfig(vf.TaskConfig):
+    tools: TrainerToolsetConfig = TrainerToolsetConfig()
+
+
+class TrainerTask(vf.Task[TrainerData, vf.State, TrainerTaskConfig]):
+    @classmethod
+    def toolsets(cls, config: TrainerTaskConfig) -> list[vf.Toolset]:
+        return [TrainerToolset(config.tools)]
+
+    @property
+    def key(self) -> str:
+        # The secret is drawn at load time; a task's identity must not change with it.
+        return task_key(self.data.model_dump(mode="json", exclude_none=True, exclude={"episode_key", "idx"}))
+
+    def outcome(self, messages) -> dict:
+        """The episode's outcome from the tool results among `messages`: the last signed
+        statement (final before provisional), else no submission."""
+        texts = [content_text(m.content) for m in messages if isinstance(m, vf.ToolMessage)]
+        found = outcomes(self.data.episode_key, texts)
+        return max(found, key=lambda o: (o["done"], o["turn"]), default=NO_SUBMISSION)
+
+    @vf.stop
+    async def episode_over(self, request: vf.Request) -> bool:
+        """End the rollout once the env has ended the episode; stopping on the request also
+        commits its last tool result, the final outcome, to the trace."""
+        return self.outcome(request.messages)["done"]
+
+    @vf.reward(weight=1.0)
+    async def trainer_reward(self, trace: vf.Trace) -> float:
+        return float(self.outcome(trace.tool_messages)["reward"])
+
+    @vf.metric
+    async def validated(self, trace: vf.Trace) -> float:
+        return float(self.outcome(trace.tool_messages)["validated"])
+
+    @vf.metric
+    async def job_succeeded(self, trace: vf.Trace) -> float:
+        return float(self.outcome(trace.tool_messages)["job_succeeded"])
+
+    @vf.metric
+    async def submit_attempts(self, trace: vf.Trace) -> float:
+        return float(self.outcome(trace.tool_messages)["attempts"])
+
+    @vf.metric
+    async def episode_ended(self, trace: vf.Trace) -> float:
+        """1 if the env ended the episode (trained, attempts or turns spent), 0 if the model left it."""
+        return float(self.outcome(trace.tool_messages)["done"])
+
+
+# --- the taskset --------------------------------------------------------------------------------
+class TrainerTasksetConfig(vf.TasksetConfig):
+    families: list[str] | None = None
+    """Family ids. None: every installed family (held-out ones only with include_held_out),
+    or none if task_files are given."""
+    task_files: list[str] = []
+    """Task files (examples/tasks/*.toml), after the families."""
+    include_held_out: bool = False
+    """Held-out tasks (triage) measure generalisation: train on them only on purpose."""
+    seeds: list[int] = [0]
+    """One task per (task, seed)."""
+    task: TrainerTaskConfig = TrainerTaskConfig()
+
+
+class TrainerTaskset(vf.Taskset[TrainerTask, TrainerTasksetConfig]):
+    def load(self) -> list[TrainerTask]:
+        cfg = self.config
+        refs = list(cfg.families) if cfg.families is not None else ([] if cfg.task_files else sorted(families()))
+        specs = [load_task(ref) for ref in [*refs, *cfg.task_files]]
+        if cfg.families is None and not cfg.task_files:
+            specs = [s for s in specs if cfg.include_held_out or not s.held_out]
+        held = [s.id for s in specs if s.held_out and not cfg.include_held_out]
+        if held:
+            raise ValueError(f"{', '.join(held)} held out: set include_held_out to use them")
+        tasks = []
+        for spec in specs:
+            prompt = _task_observation(spec)
+            tasks += [TrainerTask(TrainerData(id=f"{spec.id}@{seed}", name=spec.id, prompt=prompt,
+                                              system_prompt=SYSTEM_PROMPT, spec=spec.model_dump(mode="json"),
+                                              seed=seed, episode_key=secrets.token_hex(16)), cfg.task)
+                      for seed in cfg.seeds]
+        return tasks
+
+
+def _task_observation(spec: TaskSpec) -> str:
+    """The observation `AsyncTrainerEnv.reset` opens an episode of `spec` with."""
+    async def first() -> str:
+        env = AsyncTrainerEnv()
+        try:
+            return (await env.reset(options={"task": spec}))[0]
+        finally:
+            env.close()
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(first())
+    # load() may be called from inside an event loop (an async runner): reset on another thread.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, first()).result()
+
+
+if __name__ == "__main__":  # verifiers launches the toolset as `python -m trainergym.adapters.verifiers`
+    TrainerToolset.run()
