@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from trainergym.agents.reference import reference_job_files
-from trainergym.probe import probe, warm_worker
+from trainergym.probe import probe
 from trainergym.tasks import load_task
 
 
@@ -61,8 +61,7 @@ def main() -> None:
         return go
 
     bare = timed(lambda: subprocess.run([sys.executable, "-c", "import verifiers.v1"], check=True), args.n)
-    warm_worker()  # start it outside the timings: what an env pays once per process
-    run(passing, True, True)()
+    run(passing, True, True)()  # starts a warm worker outside the timings: what an env pays once per process
     rows = {
         "passing, warm": timed(run(passing, True, True), args.n),
         "failing, warm": timed(run(failing, True, False), args.n),

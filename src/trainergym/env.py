@@ -215,7 +215,12 @@ class AsyncTrainerEnv:
 
     async def _train(self, report: ProbeReport, bundle) -> ToolOutcome:
         ep = self.episode
-        handle = await self.backend.submit(bundle, ep.task)
+        submitting = asyncio.ensure_future(self.backend.submit(bundle, ep.task))
+        try:
+            handle = await asyncio.shield(submitting)
+        except asyncio.CancelledError:  # let the submit land, then cancel it: no job runs unknown
+            await self.backend.cancel(await submitting)
+            raise
         self._pending = handle
         try:
             result = await self.backend.result(handle, timeout=self.job_timeout)

@@ -23,12 +23,15 @@ What it measures travels with the job in the manifest (`JobManifest.probe`).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import queue
 import re
 import secrets
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Literal
@@ -85,19 +88,34 @@ class ProbeReport(BaseModel):
         return "\n".join(rows)
 
 
-# --- the confined worker ---------------------------------------------------------------------
-_worker: WarmWorker | None = None
-_worker_lock = threading.Lock()
+# --- the confined workers --------------------------------------------------------------------
+# Concurrent episodes probe in parallel, one warm worker each, up to one per core (or
+# TRAINERGYM_PROBE_WORKERS); each is started on first need and stopped at exit.
+POOL_SIZE = int(os.environ.get("TRAINERGYM_PROBE_WORKERS") or min(4, os.cpu_count() or 1))
+_idle: queue.LifoQueue[WarmWorker] = queue.LifoQueue()
+_started = 0
+_pool_lock = threading.Lock()
 
 
-def warm_worker() -> WarmWorker:
-    """The process-wide warm worker, started on first use and stopped at exit."""
-    global _worker
-    with _worker_lock:
-        if _worker is None:
-            _worker = WarmWorker(Sandbox())
-            atexit.register(_worker.close)
-        return _worker
+@contextlib.contextmanager
+def warm_worker() -> Iterator[WarmWorker]:
+    """Borrow a warm worker for one probe (a new one while the pool is not full)."""
+    global _started
+    try:
+        worker = _idle.get_nowait()
+    except queue.Empty:
+        with _pool_lock:
+            grow = _started < POOL_SIZE
+            _started += grow
+        if grow:
+            worker = WarmWorker(Sandbox())
+            atexit.register(worker.close)
+        else:
+            worker = _idle.get()
+    try:
+        yield worker
+    finally:
+        _idle.put(worker)
 
 
 def _measure(package_dir: Path, module: str, task: TaskSpec, timeout: float, warm: bool) -> tuple[dict, str]:
@@ -109,11 +127,16 @@ def _measure(package_dir: Path, module: str, task: TaskSpec, timeout: float, war
                       "distractors": fam.distractors(row)})
     request = {"nonce": secrets.token_hex(8), "module": module, "probe_items": items, "max_tasks": 5000,
                "gold_tasks": 5, "reward_timeout": 10.0, "timeout": timeout}
-    sandbox = warm_worker().sandbox if warm else Sandbox(Limits(wall_seconds=timeout))
     try:
-        result = warm_worker().run(package_dir, request) if warm else run_once(sandbox, package_dir, request)
+        if warm:
+            with warm_worker() as worker:
+                sandbox = worker.sandbox
+                result = worker.run(package_dir, request)
+        else:
+            sandbox = Sandbox(Limits(wall_seconds=timeout))
+            result = run_once(sandbox, package_dir, request)
     except (WorkerError, RuntimeError) as e:
-        result = {"stage": "crash", "error": str(e)}
+        result, sandbox = {"stage": "crash", "error": str(e)}, Sandbox()
     return result, sandbox.describe()
 
 

@@ -35,13 +35,15 @@ from typing import Any
 
 import chz
 from tinker_cookbook import model_info
-from tinker_cookbook.renderers import Message, Renderer, ToolSpec, get_renderer, get_text_content
+from tinker_cookbook.renderers import Message, Renderer, ToolSpec, get_renderer, get_text_content, register_renderer
+from tinker_cookbook.renderers.qwen3_5 import Qwen3_5DisableThinkingRenderer
 from tinker_cookbook.rl import train
 from tinker_cookbook.rl.message_env import EnvFromMessageEnv, MessageEnv, MessageStepResult
 from tinker_cookbook.rl.types import STOP_METRIC_PREFIX, Env, EnvGroupBuilder, RLDataset, RLDatasetBuilder, StopReason
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
-from trainergym.backends import Backend, make_backend
+from trainergym.agents.llm import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
+from trainergym.backends import Backend, make_backend, shared_backend
 from trainergym.env import AsyncTrainerEnv
 from trainergym.reward import NO_SUBMISSION_TOTAL
 from trainergym.tasks import families as installed_families
@@ -50,12 +52,34 @@ from trainergym.tasks import get_family, load_task
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "Qwen/Qwen3.6-35B-A3B"
-# Recommended for Qwen3.6 by tinker_cookbook/model_info.py (Qwen3.6 reuses the Qwen3.5
-# renderer). Without thinking, a turn's sampled tokens extend the next prompt, so the
-# cookbook merges an episode's turns into one Datum instead of one Datum per turn.
+# The chat format: recommended for Qwen3.6 by tinker_cookbook/model_info.py (Qwen3.6 reuses
+# the Qwen3.5 renderer). Without thinking, a turn's sampled tokens usually extend the next
+# prompt, so the cookbook can merge consecutive turns into one Datum; with thinking (`qwen3_5`)
+# history drops the thinking and every turn is a Datum of its own, re-encoding the whole prefix.
 DEFAULT_RENDERER = "qwen3_5_disable_thinking"
-SYSTEM_PROMPT = ("You are writing a reinforcement-learning training job in a workspace. "
-                 "Act only through the tools: every reply must call at least one tool.")
+# What the envs render and parse with: the same format, parsed as below.
+ENV_RENDERER = "trainergym_qwen3_5_disable_thinking"
+
+
+class Qwen35NoThinkingRenderer(Qwen3_5DisableThinkingRenderer):
+    """`qwen3_5_disable_thinking`, except that a `</think>` in the reply is content.
+
+    The cookbook's parser treats everything before a sampled `</think>` as thinking. With
+    thinking disabled the prompt has already closed the think block, so a `</think>` can only
+    be text the model writes, and a reward function has to write it (every family's reference
+    reward strips the trained model's thinking with `reply.rsplit("</think>", 1)`); the stock
+    parser swallows that whole tool call as thinking. Rendering is unchanged."""
+
+    def _normalize_response_tokens(self, response: list[int]) -> list[int]:
+        return response
+
+
+register_renderer(ENV_RENDERER, lambda tokenizer, image_processor: Qwen35NoThinkingRenderer(
+    tokenizer, image_processor=image_processor))
+
+# The LLM agent's instructions, plus this loop's turn rule (one reply, however many calls, is one turn).
+SYSTEM_PROMPT = AGENT_SYSTEM_PROMPT + (" Every reply must call at least one tool; one reply is one turn of your "
+                                       "budget, however many tool calls it makes.")
 # A reply the renderer cannot frame (no stop token) or a context overflow ends the episode
 # without the env scoring it; it pays what an episode with no submission pays, so a broken
 # reply is never better than giving up, nor punished far beyond anything the env gives.
@@ -75,11 +99,10 @@ class TrainerMessageEnv(MessageEnv):
 
     async def initial_observation(self) -> list[Message]:
         obs, info = await self.env.reset(seed=self.seed, options={"task": self.task})
-        schemas = info["tool_schemas"]
-        self._string_params = {s["function"]["name"]: {p for p, v in s["function"]["parameters"].get("properties", {}).items()
-                                                       if v.get("type") == "string"} for s in schemas}
-        specs = [ToolSpec(name=s["function"]["name"], description=s["function"]["description"],
-                          parameters=s["function"]["parameters"]) for s in schemas]
+        functions = [schema["function"] for schema in info["tool_schemas"]]
+        self._string_params = {f["name"]: {p for p, v in f["parameters"].get("properties", {}).items()
+                                           if v.get("type") == "string"} for f in functions}
+        specs = [ToolSpec(name=f["name"], description=f["description"], parameters=f["parameters"]) for f in functions]
         self.messages = [*self.renderer.create_conversation_prefix_with_tools(specs, SYSTEM_PROMPT),
                          Message(role="user", content=obs)]
         return list(self.messages)
@@ -99,16 +122,18 @@ class TrainerMessageEnv(MessageEnv):
                                  metrics=_final_metrics(info, truncated) if done else {})
 
     def _action(self, message: Message, calls: list, ids: list[str], unparsed: list) -> Any:
-        """The env action for one assistant message. Without parsed calls the raw text goes to
-        the env, so a malformed reply still costs the turn it costs any other agent."""
+        """The env action for one assistant message; a malformed one still reaches the env, so
+        it costs the turn it costs any other agent."""
         if calls:
             return {"role": "assistant", "content": get_text_content(message),
                     "tool_calls": [{"id": id_, "type": "function",
                                     "function": {"name": c.function.name, "arguments": self._arguments(c)}}
                                    for c, id_ in zip(calls, ids)]}
         if unparsed:
-            return "\n".join(u.raw_text for u in unparsed)
-        return get_text_content(message)
+            # Not the raw text: the env's lenient parser might run a call the renderer rejected,
+            # while the model is told it failed. This form holds no call, so nothing runs.
+            return {"role": "assistant", "unparsed_tool_calls": [u.raw_text for u in unparsed]}
+        return get_text_content(message)  # prose: the env parses what it can and says what it did
 
     def _arguments(self, call) -> str:
         """Qwen3.5's XML tool calls carry no types: the renderer JSON-decodes every parameter it
@@ -133,12 +158,13 @@ class TrainerMessageEnv(MessageEnv):
         results = info.get("calls") or []
         whole_message_error = next((r["content"] for r in results if r["id"] is None), None)
         by_id = {r["id"]: r["content"] for r in results if r["id"] is not None}
+        not_run = "not run: the episode ended before this call."
         replies = [Message(role="tool", tool_call_id=call.id or "", name=call.function.name,
-                           content=whole_message_error or by_id.get(id_, "not run: the episode ended before this call."))
+                           content=whole_message_error or by_id.get(id_, not_run))
                    for call, id_ in zip(calls, ids)]
         # The renderer's diagnosis names the model's own format; the env's would not.
-        replies += [Message(role="tool", tool_call_id="", content=f"error: the tool call could not be parsed ({u.error}).")
-                    for u in unparsed]
+        replies += [Message(role="tool", tool_call_id="",
+                            content=f"error: the tool call could not be parsed ({u.error}).") for u in unparsed]
         return replies
 
 
@@ -169,7 +195,7 @@ class TrainerEnvGroupBuilder(EnvGroupBuilder):
     mock backend needs `reuse=True`, its default; the queue backends deduplicate by hash)."""
 
     def __init__(self, task: str, *, group_size: int = 8, model_name: str = DEFAULT_MODEL,
-                 renderer_name: str = DEFAULT_RENDERER, backend: str = "mock", backend_kwargs: dict | None = None,
+                 renderer_name: str = ENV_RENDERER, backend: str = "mock", backend_kwargs: dict | None = None,
                  reuse_identical: bool = False, seed: int | None = None, family: str | None = None,
                  max_tokens: int | None = None, max_trajectory_tokens: int | None = None,
                  job_timeout: float | None = None, runs_dir: str | None = None):
@@ -192,6 +218,8 @@ class TrainerEnvGroupBuilder(EnvGroupBuilder):
         return list(self._cores)
 
     def _new_backend(self) -> Backend:
+        if self.backend != "mock":  # one queue and GPU cap for the whole process, never closed here
+            return shared_backend(self.backend, **self.backend_kwargs)
         backend = make_backend(self.backend, **self.backend_kwargs)
         self._backends.append(backend)
         return backend
@@ -207,7 +235,8 @@ class TrainerEnvGroupBuilder(EnvGroupBuilder):
                                    runs_dir=Path(self.runs_dir) if self.runs_dir else None)
             self._cores.append(core)
             envs.append(EnvFromMessageEnv(renderer, TrainerMessageEnv(core, renderer, self.task, self.seed),
-                                          failed_parse_reward=BROKEN_REPLY_REWARD, context_overflow_reward=BROKEN_REPLY_REWARD,
+                                          failed_parse_reward=BROKEN_REPLY_REWARD,
+                                          context_overflow_reward=BROKEN_REPLY_REWARD,
                                           max_trajectory_tokens=self.max_trajectory_tokens,
                                           max_generation_tokens=self.max_tokens))
         return envs
@@ -224,7 +253,7 @@ class TrainerEnvGroupBuilder(EnvGroupBuilder):
                 core.close()
             backends, self._backends = self._backends, []
             for backend in backends:
-                if hasattr(backend, "close"):  # e.g. the local backend's worker threads
+                if hasattr(backend, "close"):
                     await asyncio.to_thread(backend.close)
         except Exception:
             logger.exception("trainergym group cleanup failed")
@@ -262,7 +291,7 @@ class TrainerDatasetBuilder(RLDatasetBuilder):
     `reuse_identical`, submit identical bundles)."""
 
     model_name: str = DEFAULT_MODEL
-    renderer_name: str = DEFAULT_RENDERER
+    renderer_name: str = ENV_RENDERER
     families: list[str] | None = None
     task_files: list[str] = chz.field(default_factory=list)
     group_size: int = 8
@@ -280,7 +309,10 @@ class TrainerDatasetBuilder(RLDatasetBuilder):
 
     def tasks(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
         """(train, test) as (task ref, family) pairs."""
-        refs = list(self.families if self.families is not None else ([] if self.task_files else sorted(installed_families())))
+        if self.families is not None:
+            refs = list(self.families)
+        else:
+            refs = [] if self.task_files else sorted(installed_families())
         refs += [str(Path(p)) for p in self.task_files]
         train_tasks, test_tasks = [], []
         for ref in refs:
@@ -309,7 +341,7 @@ def train_config(log_path: str, *, model_name: str = DEFAULT_MODEL, renderer_nam
                  lora_rank: int = 8, learning_rate: float = 4e-5, group_size: int = 8, groups_per_batch: int = 5,
                  max_steps_off_policy: int = 2, max_tokens: int = 8192, n_batches: int = 50,
                  families: list[str] | None = None, task_files: Sequence[str] = (), backend: str = "mock",
-                 backend_kwargs: dict | None = None, reuse_identical: bool = False,
+                 backend_kwargs: dict | None = None, reuse_identical: bool = False, job_timeout: float | None = None,
                  **config: Any) -> train.Config:
     """The cookbook `train.Config` of the original run: Qwen3.6-35B-A3B, LoRA rank 8, lr 4e-5,
     groups of 8, 5 groups (40 episodes) per step, asynchronous with at most 2 steps off policy
@@ -319,9 +351,11 @@ def train_config(log_path: str, *, model_name: str = DEFAULT_MODEL, renderer_nam
         recommended = model_info.get_recommended_renderer_names(model_name)
         renderer_name = DEFAULT_RENDERER if DEFAULT_RENDERER in recommended else recommended[0]
     dataset = TrainerDatasetBuilder(
-        model_name=model_name, renderer_name=renderer_name, families=families, task_files=list(task_files),
+        model_name=model_name, renderer_name=ENV_RENDERER if renderer_name == DEFAULT_RENDERER else renderer_name,
+        families=families, task_files=list(task_files),
         group_size=group_size, groups_per_batch=groups_per_batch, n_batches=n_batches, backend=backend,
-        backend_kwargs=dict(backend_kwargs or {}), reuse_identical=reuse_identical, max_tokens=max_tokens)
+        backend_kwargs=dict(backend_kwargs or {}), reuse_identical=reuse_identical, max_tokens=max_tokens,
+        job_timeout=job_timeout)
     defaults: dict[str, Any] = dict(
         # A group whose episodes all score the same has zero advantage: training on it costs a slot, teaches nothing.
         remove_constant_reward_groups=True,

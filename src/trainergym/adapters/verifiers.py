@@ -11,11 +11,12 @@ The reward crosses a process boundary. verifiers serves the toolset as an MCP se
 process and scores in the main one, so the reward cannot read the env: the toolset states the
 episode's outcome in its tool results instead, as a last line `[trainergym-episode] {json} <hmac>`
 after each `submit_job` and when the episode ends. The HMAC is keyed by a per-task secret in
-the task data, which the model never sees: a model cannot forge an outcome, neither in its own
+the task data, which is never in the prompt: a model cannot forge an outcome, neither in its own
 text (never read) nor by writing the line into a file and reading it back (unsigned). The
-reward is the latest signed outcome (a final one beats any provisional one), which is what
-`AsyncTrainerEnv.end("the model stopped")` gives at that point: an episode the model leaves
-without ending scores as the env would score it truncated there (-0.1 with no submission).
+reward is the latest signed outcome (a final one beats any provisional one, so replaying an old
+line changes nothing), which is what `AsyncTrainerEnv.end("the model stopped")` gives at that
+point: an episode the model leaves unfinished scores as the env scores it truncated there
+(-0.1 with no submission). A `@vf.stop` ends the rollout when the episode ends.
 
 The hidden-eval scorer (`trainergym.scorer.play`) plays this taskset in process as well, which
 is how the tests evaluate it offline: `vf-eval`'s harness needs PyPI for its uv script.
@@ -129,7 +130,8 @@ class TrainerToolset(vf.Toolset[TrainerToolsetConfig]):
             obs, _, _, _, info = await env.step({"name": name, "arguments": arguments})
             ep = env.episode
             if ep.done:
-                line = seal(self.key, _outcome(RewardBreakdown.model_validate(info["reward_breakdown"]), ep.turns, True))
+                final = RewardBreakdown.model_validate(info["reward_breakdown"])
+                line = seal(self.key, _outcome(final, ep.turns, True))
                 env.close()  # the workspace and bundle are no longer needed
             elif name == "submit_job":
                 # What `env.end()` would score now (env._finish with no job result), so the

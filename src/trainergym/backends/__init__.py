@@ -122,3 +122,18 @@ def make_backend(name: str, **kwargs) -> Backend:
 
         return LocalBackend(**kwargs)
     raise ValueError(f"unknown backend {name!r}; available: mock, local")
+
+
+_shared: dict[tuple, Backend] = {}
+
+
+def shared_backend(name: str, **kwargs) -> Backend:
+    """One backend per (name, settings) in this process. Callers that build envs by the
+    hundred (RL adapters) share it, so a GPU backend's queue and concurrency cap hold across
+    all of them; the mock is cheap and is made fresh instead."""
+    if name == "mock":
+        return make_backend(name, **kwargs)
+    key = (name, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+    if key not in _shared:
+        _shared[key] = make_backend(name, **kwargs)
+    return _shared[key]
