@@ -59,3 +59,17 @@ def test_environment_is_scrubbed(monkeypatch):
     env = Sandbox().env("/tmp")
     assert not any(k in env for k in ("MY_SERVICE_TOKEN", "AWS_SECRET_ACCESS_KEY", "TRAINERGYM_HIDDEN_SEED"))
     assert env["HOME"] == "/tmp" and "PATH" in env
+
+
+def test_a_hidden_directory_on_sys_path_is_not_re_exposed(monkeypatch, tmp_path):
+    """A script run from /tmp or a home directory puts that directory on sys.path; re-exposing
+    it would undo the mask (and, for /tmp, the sandbox's private /tmp)."""
+    import sys
+
+    from trainergym.sandbox import _needed_under
+
+    inside = tmp_path / "venv" / "lib"
+    inside.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), str(tmp_path.parent), str(inside)])
+    needed = _needed_under([tmp_path])
+    assert inside in needed and tmp_path not in needed and tmp_path.parent not in needed

@@ -11,5 +11,15 @@ from trainergym.tasks import TaskSpec, load_task
 
 register()
 
-__all__ = ["ENV_ID", "AsyncTrainerEnv", "TrainerEnv", "RewardBreakdown", "TaskSpec", "load_task"]
+__all__ = ["ENV_ID", "AsyncTrainerEnv", "TrainerEnv", "RewardBreakdown", "TaskSpec", "load_task", "TrainerTaskset"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # The trainer task as a verifiers taskset, so `vf-eval trainergym` finds it (verifiers'
+    # loader takes a package's single exported Taskset); imported lazily: it imports verifiers.
+    if name == "TrainerTaskset":
+        from trainergym.adapters.verifiers import TrainerTaskset
+
+        return TrainerTaskset
+    raise AttributeError(f"module 'trainergym' has no attribute {name!r}")

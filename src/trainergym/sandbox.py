@@ -68,7 +68,9 @@ def _needed_under(hidden: list[Path]) -> list[Path]:
     out = set()
     for path in wanted:
         path = path.resolve() if path.exists() else path
-        if path.exists() and any(path.is_relative_to(h) for h in hidden):
+        # Strictly below a hidden directory, never one itself or above one: a script run from
+        # /tmp or a home directory puts that whole directory on sys.path.
+        if path.exists() and any(path.is_relative_to(h) for h in hidden) and not any(h.is_relative_to(path) for h in hidden):
             out.add(path)
     return sorted(out)
 
