@@ -10,14 +10,13 @@ estimate). Prices are per million tokens, from `data/prices.toml` unless overrid
 from __future__ import annotations
 
 import os
-import sqlite3
-import threading
 import time
 import tomllib
-from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from trainergym.store import Store
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -56,34 +55,11 @@ def default_path() -> Path:
 class Ledger:
     def __init__(self, path: Path | str | None = None):
         self.path = Path(path) if path else default_path()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._db().executescript(_SCHEMA)
-
-    def _db(self) -> sqlite3.Connection:
-        """One connection per thread (sqlite3 connections are not shared across threads)."""
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA busy_timeout=30000")
-            self._local.db = db
-        return db
-
-    @contextmanager
-    def _tx(self):
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")  # writers queue on the lock instead of failing
-        try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        self.store = Store(self.path, _SCHEMA)
 
     def record(self, kind: str, usd: float, source: str, episode: str | None = None, model: str | None = None,
                prompt_tokens: int | None = None, completion_tokens: int | None = None, note: str | None = None) -> None:
-        with self._tx() as db:
+        with self.store.tx() as db:
             db.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (time.time(), kind, episode, model, prompt_tokens, completion_tokens, usd, source, note))
 
@@ -96,13 +72,11 @@ class Ledger:
                 args.append(value)
         query = ("SELECT COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0), "
                  "COALESCE(SUM(usd), 0) FROM entries" + (" WHERE " + " AND ".join(where) if where else ""))
-        with self._tx() as db:
+        with self.store.tx() as db:
             n, prompt, completion, usd = db.execute(query, args).fetchone()
         return {"entries": n, "prompt_tokens": prompt, "completion_tokens": completion, "usd": usd}
 
     def rows(self, episode: str | None = None) -> list[dict]:
-        with self._tx() as db:
-            cur = db.execute("SELECT * FROM entries" + (" WHERE episode = ?" if episode else "") + " ORDER BY ts",
-                             (episode,) if episode else ())
-            names = [c[0] for c in cur.description]
-            return [dict(zip(names, row)) for row in cur.fetchall()]
+        with self.store.tx() as db:
+            return [dict(row) for row in db.execute("SELECT * FROM entries" + (" WHERE episode = ?" if episode else "")
+                                                    + " ORDER BY ts", (episode,) if episode else ())]

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import json
 import secrets
-import sqlite3
-import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
+
+from trainergym.store import Store
 
 
 class ProviderError(Exception):
@@ -117,35 +116,20 @@ class PodPool:
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
         self.provider, self.db, self.config = provider, str(db), config or PoolConfig()
         self.clock, self.sleep = clock, sleep
-        self._local = threading.local()
-        Path(self.db).parent.mkdir(parents=True, exist_ok=True)
-        with self._tx() as db:
-            db.executescript(_SCHEMA)
+        self.store = Store(self.db, _SCHEMA)
         self.pods: dict[str, Pod] = {}
         self.failed_jobs: dict[str, str] = {}  # job id -> why no pod could be provisioned for it
         self._load()
 
-    @contextmanager
-    def _tx(self):
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.db, timeout=30, check_same_thread=False)
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
-        with db:
-            yield db
-
     def _load(self) -> None:
-        with self._tx() as db:
+        with self.store.tx() as db:
             for row in db.execute("SELECT * FROM pods WHERE state != 'gone'"):
                 rung = Rung(**json.loads(row["rung"]))
                 self.pods[row["name"]] = Pod(row["id"], row["name"], row["token"], rung, row["url"], row["cost_per_hr"] or 0.0,
                                              row["started"], row["state"], row["idle_since"], row["job_id"])
 
     def _save(self, pod: Pod) -> None:
-        with self._tx() as db:
+        with self.store.tx() as db:
             db.execute("INSERT OR REPLACE INTO pods (name, id, token, rung, url, cost_per_hr, started, state, idle_since, "
                        "job_id, ended) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (pod.name, pod.id, pod.token, json.dumps(pod.rung.__dict__), pod.url, pod.cost_per_hr, pod.started,
@@ -288,12 +272,12 @@ class PodPool:
         self._forget(pod)
 
     def _bill(self, pod: Pod, seconds: float, reason: str) -> None:
-        with self._tx() as db:
+        with self.store.tx() as db:
             db.execute("INSERT INTO costs (at, kind, ref, seconds, usd, source) VALUES (?, 'gpu', ?, ?, ?, ?)",
                        (self.clock(), f"{pod.id} {reason}", seconds, seconds / 3600 * pod.cost_per_hr, "billed rate"))
 
     def billed_usd(self) -> float:
-        with self._tx() as db:
+        with self.store.tx() as db:
             return db.execute("SELECT COALESCE(SUM(usd), 0) FROM costs").fetchone()[0]
 
     def shutdown(self) -> None:

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
+
+from trainergym.store import Store
 
 State = Literal["queued", "leased", "running", "done", "failed"]
 ACTIVE: tuple[State, ...] = ("queued", "leased", "running")
@@ -69,32 +69,7 @@ class JobQueue:
     def __init__(self, path: Path | str, lease_seconds: float = 120.0, max_attempts: int = 3,
                  clock: Callable[[], float] = time.time):
         self.path, self.lease_seconds, self.max_attempts, self.clock = str(path), lease_seconds, max_attempts, clock
-        self._local = threading.local()
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        db = sqlite3.connect(self.path, timeout=30)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")  # persistent: readers never block the writer
-            db.executescript(_SCHEMA)
-        finally:
-            db.close()
-
-    @contextmanager
-    def _tx(self):
-        """One write transaction, taken up front so concurrent workers serialise cleanly. Each
-        thread keeps its own connection (opening one per call dominated the cost)."""
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+        self.store = Store(self.path, _SCHEMA)
 
     @staticmethod
     def _job(row: sqlite3.Row | None) -> Job | None:
@@ -108,7 +83,7 @@ class JobQueue:
     def enqueue(self, content_hash: str, task_id: str, bundle: Path | str) -> Job:
         """Queue a job; a bundle already queued, running or done is not queued twice."""
         now = self.clock()
-        with self._tx() as db:
+        with self.store.tx() as db:
             existing = db.execute("SELECT * FROM jobs WHERE content_hash = ? AND state != 'failed' ORDER BY created DESC",
                                   (content_hash,)).fetchone()
             if existing is not None:
@@ -123,7 +98,7 @@ class JobQueue:
     def lease(self, owner: str) -> Job | None:
         """Take the oldest queued job (expired leases are recovered first); counts an attempt."""
         now = self.clock()
-        with self._tx() as db:
+        with self.store.tx() as db:
             self._recover(db, now)
             row = db.execute("SELECT * FROM jobs WHERE state = 'queued' ORDER BY created LIMIT 1").fetchone()
             if row is None:
@@ -138,7 +113,7 @@ class JobQueue:
 
     def start(self, job_id: str, owner: str) -> bool:
         now = self.clock()
-        with self._tx() as db:
+        with self.store.tx() as db:
             if self._holder(db, job_id, owner) is None:
                 return False
             db.execute("UPDATE jobs SET state = 'running', lease_expires = ?, updated = ? WHERE id = ?",
@@ -148,7 +123,7 @@ class JobQueue:
     def heartbeat(self, job_id: str, owner: str) -> bool:
         """Extend the lease; False means it was lost (expired and given to someone else)."""
         now = self.clock()
-        with self._tx() as db:
+        with self.store.tx() as db:
             if self._holder(db, job_id, owner) is None:
                 return False
             db.execute("UPDATE jobs SET lease_expires = ?, updated = ? WHERE id = ?", (now + self.lease_seconds, now, job_id))
@@ -157,7 +132,7 @@ class JobQueue:
     def complete(self, job_id: str, owner: str, result: dict) -> bool:
         """Record the result. Idempotent: completing a done job again changes nothing."""
         now = self.clock()
-        with self._tx() as db:
+        with self.store.tx() as db:
             row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is not None and row["state"] == "done":
                 return True
@@ -171,7 +146,7 @@ class JobQueue:
         """End this attempt: back to the queue while attempts remain (and `retry`), else failed
         (keeping the attempt's `result`, e.g. its log tail)."""
         now = self.clock()
-        with self._tx() as db:
+        with self.store.tx() as db:
             row = self._holder(db, job_id, owner)
             if row is None:
                 return False
@@ -186,7 +161,7 @@ class JobQueue:
         dispatcher re-attaching to a pod's job): it becomes `owner`'s, running, with a fresh lease
         and no new attempt. None if the job has ended meanwhile."""
         now = self.clock()
-        with self._tx() as db:
+        with self.store.tx() as db:
             row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None or row["state"] not in ("queued", "leased", "running"):
                 return None
@@ -198,7 +173,7 @@ class JobQueue:
         """Stop a job that has not ended: it fails with reason "cancelled" and its holder's next
         heartbeat returns False. Idempotent; a finished job is left as it is."""
         now = self.clock()
-        with self._tx() as db:
+        with self.store.tx() as db:
             row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None or row["state"] not in ACTIVE:
                 return False
@@ -219,22 +194,22 @@ class JobQueue:
 
     def recover(self) -> int:
         """Return jobs whose lease expired to the queue (or fail them at max attempts)."""
-        with self._tx() as db:
+        with self.store.tx() as db:
             return self._recover(db, self.clock())
 
     def get(self, job_id: str) -> Job | None:
-        with self._tx() as db:
+        with self.store.tx() as db:
             return self._job(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
     def jobs(self, state: State | None = None) -> list[Job]:
-        with self._tx() as db:
+        with self.store.tx() as db:
             query = "SELECT * FROM jobs" + (" WHERE state = ?" if state else "") + " ORDER BY created"
             return [self._job(r) for r in db.execute(query, (state,) if state else ())]
 
     def has_queued(self) -> bool:
-        with self._tx() as db:
+        with self.store.tx() as db:
             return db.execute("SELECT 1 FROM jobs WHERE state = 'queued' LIMIT 1").fetchone() is not None
 
     def counts(self) -> dict[str, int]:
-        with self._tx() as db:
+        with self.store.tx() as db:
             return {r["state"]: r["n"] for r in db.execute("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state")}
