@@ -9,6 +9,10 @@
     (tests/fake_openai.py, answering at once): per turn, the agent's `act` (building the request,
     the HTTP round trip through the openai SDK, parsing, metering into the ledger) beside a bare
     SDK call with the same messages, measured in the same run; the difference is the overhead.
+(3) With the `tinker` extra installed: the Tinker adapter's overhead per turn (the token-level
+    step minus the time in the core env: parsing, message mapping, re-rendering the whole
+    conversation) on reference episodes, with the tests' scripted policy and byte-level toy
+    tokenizer (a token per byte, so tokenization costs more than with Qwen's).
 """
 
 from __future__ import annotations
@@ -88,8 +92,16 @@ def main() -> None:
         print(f"reference agent, mock backend, concurrency {c}: {episodes_per_minute(args.episodes, c, tmp / f'c{c}'):.1f} "
               f"episodes/minute ({args.episodes} episodes)")
     o = llm_overhead(tmp)
+    import importlib.util
+
+    tk = importlib.import_module("test_adapter_tinker") if importlib.util.find_spec("tinker_cookbook") else None
     print(f"llm agent vs fake server, {o['turns']} turns: act p50 {o['act_p50_ms']:.2f} ms, bare SDK call p50 "
           f"{o['bare_p50_ms']:.2f} ms, overhead {o['act_p50_ms'] - o['bare_p50_ms']:.2f} ms per turn")
+    if tk is None:
+        print("tinker adapter: skipped (uv sync --extra tinker)")
+        return
+    m = tk.turn_overhead("calc_chain", episodes=3)
+    print(f"tinker adapter, {m['turns']} turns: overhead {m['overhead_s_per_turn'] * 1e3:.2f} ms per turn")
 
 
 if __name__ == "__main__":
