@@ -112,3 +112,18 @@ def _write_many(path, worker):
     ledger = Ledger(path)
     for _ in range(200):
         ledger.record("llm", 0.001, "price table", episode=f"e{worker}", model="m", prompt_tokens=10, completion_tokens=1)
+
+
+def test_an_endpoint_that_keeps_failing_ends_the_episode_with_the_reason(tmp_path, prices):
+    with FakeOpenAI(reference_policy(), faults=["500"] * 20) as fake:
+        ledger = Ledger(tmp_path / "ledger.db")
+        from openai import AsyncOpenAI
+
+        agent = LLMAgent(LLMConfig(model="fake-model", base_url=fake.url, prices=prices, max_retries=2), ledger,
+                         client=AsyncOpenAI(base_url=fake.url, api_key="k", max_retries=2))
+        env = AsyncTrainerEnv(backend=make_backend("mock"), runs_dir=tmp_path / "runs")
+        info = asyncio.run(run_episode(env, agent, seed=1))
+        env.close()
+        assert len(fake.requests) == 3  # the first try and two retries
+    assert "endpoint failed after 2 retries" in info["truncated_reason"] and "InternalServerError" in info["truncated_reason"]
+    assert ledger.totals()["entries"] == 0

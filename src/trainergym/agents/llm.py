@@ -88,7 +88,12 @@ class LLMAgent:
         if self.config.budget_usd is not None and self.usage.usd + bound > self.config.budget_usd:
             return Stop(f"budget: the next call could cost up to ${bound:.4f} and ${self.config.budget_usd - self.usage.usd:.4f}"
                         f" of the episode's ${self.config.budget_usd:.4f} is left")
-        message, usage, reported = await (self._streamed() if self.config.stream else self._plain())
+        from openai import APIError
+
+        try:
+            message, usage, reported = await (self._streamed() if self.config.stream else self._plain())
+        except APIError as e:  # still failing after the SDK's retries: end the episode, say why
+            return Stop(f"the model endpoint failed after {self.config.max_retries} retries: {type(e).__name__}: {e}"[:500])
         self._meter(usage, reported)
         self._last_prompt = (usage["prompt_tokens"] + usage["completion_tokens"], len(self.messages) + 1)
         self.messages.append(message)
