@@ -100,3 +100,28 @@ def test_worker_mock_drains_fifty_jobs(tmp_path, task, reference_files):
     assert out.returncode == 0, out.stderr[-2000:]
     assert q.counts() == {"done": 50} and "pods left: 0" in out.stdout
     assert all(j.result["source"] == "surrogate" for j in q.jobs())
+
+
+def test_episode_with_the_llm_agent_prints_tokens_and_dollars(tmp_path, monkeypatch):
+    from fake_openai import FakeOpenAI
+    from test_llm_agent import reference_policy
+
+    prices = tmp_path / "prices.toml"
+    prices.write_text('["fake-model"]\ninput = 2.0\noutput = 8.0\n')
+    monkeypatch.setenv("FAKE_KEY", "k")
+    monkeypatch.setenv("TRAINERGYM_LEDGER", str(tmp_path / "ledger.db"))
+    with FakeOpenAI(reference_policy()) as fake:
+        out = json.loads(episode(tmp_path, "--agent", "llm", "--model", "fake-model", "--base-url", fake.url,
+                                 "--api-key-env", "FAKE_KEY", "--prices", str(prices), "--stream", "--json"))
+        reported = list(fake.usage)
+    llm = out["llm"]
+    assert out["reward"]["validation"] == 1.0 and llm["calls"] == len(reported) == out["turns"]
+    assert llm["prompt_tokens"] == sum(u["prompt_tokens"] for u in reported) and llm["usd_source"] == ["price table"]
+    messages = json.loads((Path(out["run_dir"]) / "messages.json").read_text())
+    assert messages[0]["role"] == "system" and any(m["role"] == "tool" for m in messages)
+
+
+def test_the_llm_agent_needs_its_key(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OPENROUTER_API_KEY"}
+    out = subprocess.run([str(BIN), "episode", "--agent", "llm"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode != 0 and "OPENROUTER_API_KEY" in out.stderr

@@ -123,3 +123,16 @@ def test_terminate_is_verified(world, tmp_path):
     world.terminate_noop = 0
     pool.shutdown()
     assert world.running() == []
+
+
+def test_bills_reach_the_cost_ledger(world, tmp_path):
+    from trainergym.ledger import Ledger
+
+    pool = make_pool(world, tmp_path)
+    pool.ledger = Ledger(tmp_path / "ledger.db")
+    pod = pool.acquire("j1")
+    world.now += 3600
+    pool.discard(pod, "done")
+    assert pool.billed_usd() > 0
+    assert pool.ledger.totals(kind="gpu")["usd"] == pytest.approx(pool.billed_usd())
+    assert pool.ledger.rows()[0]["source"] == "billed rate"

@@ -314,7 +314,9 @@ def worker(
         from trainergym.stack import pod_install
 
         config.env["TRAINERGYM_INSTALL"] = pod_install()  # what each job's setup installs beside it
-        pool = PodPool(RunpodProvider(), workdir / "pods.db", config)
+        from trainergym.ledger import Ledger
+
+        pool = PodPool(RunpodProvider(), workdir / "pods.db", config, ledger=Ledger())
         runner = PodBackend(workdir, pool, queue=JobQueue(queue_path, lease_seconds=300))
     else:
         raise typer.BadParameter(f"unknown backend {backend!r}: runpod, local or mock")

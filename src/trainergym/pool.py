@@ -113,9 +113,11 @@ class PoolExhausted(Exception):
 
 class PodPool:
     def __init__(self, provider: PodProvider, db: Path | str, config: PoolConfig | None = None,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep, ledger=None):
+        """`ledger`: the installation's cost ledger (`trainergym.ledger.Ledger`), which also
+        receives every pod's bill; a simulated fleet leaves it out."""
         self.provider, self.db, self.config = provider, str(db), config or PoolConfig()
-        self.clock, self.sleep = clock, sleep
+        self.clock, self.sleep, self.ledger = clock, sleep, ledger
         self.store = Store(self.db, _SCHEMA)
         self.pods: dict[str, Pod] = {}
         self.failed_jobs: dict[str, str] = {}  # job id -> why no pod could be provisioned for it
@@ -272,9 +274,13 @@ class PodPool:
         self._forget(pod)
 
     def _bill(self, pod: Pod, seconds: float, reason: str) -> None:
+        usd = seconds / 3600 * pod.cost_per_hr
         with self.store.tx() as db:
             db.execute("INSERT INTO costs (at, kind, ref, seconds, usd, source) VALUES (?, 'gpu', ?, ?, ?, ?)",
-                       (self.clock(), f"{pod.id} {reason}", seconds, seconds / 3600 * pod.cost_per_hr, "billed rate"))
+                       (self.clock(), f"{pod.id} {reason}", seconds, usd, "billed rate"))
+        if self.ledger is not None:
+            self.ledger.record("gpu", usd, "billed rate", note=f"pod {pod.id} ({pod.rung.gpu_count}x {pod.rung.gpu_type}), "
+                                                               f"{seconds:.0f} s, {reason}")
 
     def billed_usd(self) -> float:
         with self.store.tx() as db:
