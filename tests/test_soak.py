@@ -3,6 +3,7 @@ job completes exactly once (or fails with a stated reason) and no pod bills unse
 
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -38,19 +39,29 @@ def test_sigkill_soak(fleet, tmp_path, task, reference_files, monkeypatch):  # n
     queue = JobQueue(workdir / "jobs.db", lease_seconds=1.0, max_attempts=10)
     all_bundles = bundles(tmp_path, task, reference_files, 20)
     env = {**os.environ, "PYTHONPATH": str(HERE)}
+    zygote = subprocess.Popen([sys.executable, str(HERE / "soak_worker.py")], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+
+    def ask(line: str, timeout: float = 120.0) -> int:
+        zygote.stdin.write(line + "\n")
+        zygote.stdin.flush()
+        ready, _, _ = select.select([zygote.stdout], [], [], timeout)
+        assert ready, f"no answer to {line!r} within {timeout} s"
+        return int(zygote.stdout.readline())
+
     try:
+        assert zygote.stdout.readline().strip() == "ready"
         for trial in range(20):
             b = all_bundles[trial]
             queue.enqueue(b.manifest.content_hash, task.id, b.root)
-            worker = subprocess.Popen([sys.executable, str(HERE / "soak_worker.py"), str(workdir)], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            time.sleep(rng.uniform(0.2, 2.0))
-            worker.send_signal(signal.SIGKILL)
-            worker.wait()
+            pid = ask(f"run {workdir} {tmp_path / f'killed-{trial}.log'}")
+            time.sleep(rng.uniform(0.05, 1.5))
+            os.kill(pid, signal.SIGKILL)
+            assert ask(f"wait {pid}") == -signal.SIGKILL
             time.sleep(1.1)  # let the dead dispatcher's leases lapse
-            restarted = subprocess.run([sys.executable, str(HERE / "soak_worker.py"), str(workdir)], env=env,
-                                       capture_output=True, text=True, timeout=120)
-            assert restarted.returncode == 0, restarted.stderr[-2000:]
+            log = tmp_path / f"restarted-{trial}.log"
+            status = ask(f"wait {ask(f'run {workdir} {log}')}")
+            assert status == 0, log.read_text()[-2000:]
             jobs = queue.jobs()
             assert all(j.state == "done" or (j.state == "failed" and j.failure_reason) for j in jobs), \
                 [(j.id, j.state, j.failure_reason) for j in jobs]
@@ -59,3 +70,5 @@ def test_sigkill_soak(fleet, tmp_path, task, reference_files, monkeypatch):  # n
         assert queue.counts() == {"done": 20}
     finally:
         stop.append(True)
+        zygote.kill()
+        zygote.wait()

@@ -136,7 +136,10 @@ class Runner:
                         raise PhaseFailed(f"{phase} timed out after {timeout:.0f} s", self.log_tail())
                     self._track_progress()
                     self._status()
-                    time.sleep(min(self.heartbeat_seconds, 0.5))
+                    try:  # returns as soon as the phase's process ends
+                        proc.wait(timeout=min(self.heartbeat_seconds, 0.5))
+                    except subprocess.TimeoutExpired:
+                        pass
             finally:
                 try:
                     os.killpg(proc.pid, signal.SIGKILL)
