@@ -87,7 +87,7 @@ def test_the_model_server_is_started_and_killed(tmp_path):
         "    def do_GET(self):\n"
         "        self.send_response(200); self.end_headers(); self.wfile.write(json.dumps({'data': []}).encode())\n"
         "http.server.HTTPServer(('127.0.0.1', port), H).serve_forever()\n")
-    command = [sys.executable, str(stub), "{weights}", "--port", "{port}"]
+    command = [sys.executable, str(stub), "{model}", "--port", "{port}"]
     with scorer.vllm_server("w", command, ready_timeout=30) as url:
         import httpx
 
@@ -100,3 +100,22 @@ def test_a_server_that_dies_before_serving_is_an_error(tmp_path):
     with pytest.raises(RuntimeError, match="exited with status 3"):
         with scorer.vllm_server("w", [sys.executable, "-c", "raise SystemExit(3)"], ready_timeout=30):
             pass
+
+
+def test_what_vllm_serves_depends_on_the_weights(tmp_path):
+    assert scorer.serve_args("Qwen/Qwen3-1.7B", "Qwen/Qwen3-1.7B") == ("Qwen/Qwen3-1.7B", [])
+    lora = tmp_path / "lora"
+    lora.mkdir()
+    (lora / "adapter_config.json").write_text("{}")
+    model, extra = scorer.serve_args(str(lora), "Qwen/Qwen3-1.7B")
+    assert model == "Qwen/Qwen3-1.7B" and f"scored={lora}" in extra and "--enable-lora" in extra
+    with pytest.raises(ValueError, match="LoRA adapter"):
+        scorer.serve_args(str(lora), None)
+    bare = tmp_path / "step_3"
+    bare.mkdir()
+    (bare / "model.safetensors").write_bytes(b"")
+    assert scorer.serve_args(str(bare), "Qwen/Qwen3-1.7B") == (
+        str(bare), ["--tokenizer", "Qwen/Qwen3-1.7B", "--hf-config-path", "Qwen/Qwen3-1.7B"])
+    (bare / "config.json").write_text("{}")
+    (bare / "tokenizer_config.json").write_text("{}")
+    assert scorer.serve_args(str(bare), "Qwen/Qwen3-1.7B") == (str(bare), [])

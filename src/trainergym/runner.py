@@ -53,7 +53,8 @@ class Commands:
     # {"score", "n"} to `{score_file}` (trainergym.scorer).
     score: list[str] = field(default_factory=lambda: ["uv", "run", "--project", "{prime_rl}", "python", "-m",
                                                        "trainergym.scorer", "--family", "{family}", "--weights",
-                                                       "{weights}", "--items", "{eval_file}", "--out", "{score_file}"])
+                                                       "{weights}", "--base-model", "{model}", "--items", "{eval_file}",
+                                                       "--out", "{score_file}"])
 
 
 @dataclass

@@ -37,19 +37,39 @@ import httpx
 
 SERVED_NAME = "scored"
 # Qwen3 emits Hermes-style tool calls; prime-rl's inference server uses the same parser.
-VLLM = ["vllm", "serve", "{weights}", "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", SERVED_NAME,
+VLLM = ["vllm", "serve", "{model}", "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", SERVED_NAME,
         "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-model-len", "{max_model_len}"]
 
 
+def serve_args(weights: str, base_model: str | None) -> tuple[str, list[str]]:
+    """What vLLM serves and the flags it needs, by what the weights are: a hub id (the base
+    model), a LoRA adapter (prime-rl's broadcast of a LoRA run: the base model plus the adapter,
+    served under our name), or full safetensors (the base model's tokenizer, and its config when
+    the broadcast has none)."""
+    path = Path(weights)
+    if not path.is_dir():
+        return weights, []
+    if (path / "adapter_config.json").exists():
+        if not base_model:
+            raise ValueError(f"{weights} is a LoRA adapter: give --base-model")
+        return base_model, ["--enable-lora", "--max-lora-rank", "64", "--lora-modules", f"{SERVED_NAME}={weights}",
+                            "--served-model-name", "base"]
+    extra = ["--tokenizer", base_model] if base_model and not (path / "tokenizer_config.json").exists() else []
+    if base_model and not (path / "config.json").exists():
+        extra += ["--hf-config-path", base_model]
+    return weights, extra
+
+
 @contextlib.contextmanager
-def vllm_server(weights: str, command: list[str] = VLLM, max_model_len: int = 8192,
+def vllm_server(weights: str, command: list[str] = VLLM, max_model_len: int = 8192, base_model: str | None = None,
                 ready_timeout: float = 900.0, log: Path | None = None) -> Iterator[str]:
-    """Serve `weights` for the duration of the block; yields the OpenAI base URL. The whole
-    process group is killed on exit, whatever happened."""
+    """Serve `weights` under the name `scored` for the duration of the block; yields the OpenAI
+    base URL. The whole process group is killed on exit, whatever happened."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    argv = [a.format(weights=weights, port=port, max_model_len=max_model_len) for a in command]
+    model, extra = serve_args(weights, base_model)
+    argv = [a.format(model=model, port=port, max_model_len=max_model_len) for a in command] + extra
     out = open(log, "ab") if log else subprocess.DEVNULL
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -183,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--weights", required=True, help="hub id or weights directory to serve")
     p.add_argument("--items", required=True, type=Path, help="JSONL item rows (the hidden eval)")
     p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--base-model", help="the base model (a LoRA adapter's base; tokenizer and config for bare weights)")
     p.add_argument("--base-url", help="score this OpenAI-compatible server instead of starting vLLM")
     p.add_argument("--model", default=None, help="model name at --base-url (default: the weights)")
     p.add_argument("--concurrency", type=int, default=32)
@@ -196,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.base_url:
         result = run(args.base_url, args.model or args.weights)
     else:
-        with vllm_server(args.weights, log=args.out.with_suffix(".vllm.log")) as url:
+        with vllm_server(args.weights, base_model=args.base_model, log=args.out.with_suffix(".vllm.log")) as url:
             result = run(url, SERVED_NAME)
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result))
