@@ -119,6 +119,9 @@ def test_episode_with_the_llm_agent_prints_tokens_and_dollars(tmp_path, monkeypa
     assert llm["prompt_tokens"] == sum(u["prompt_tokens"] for u in reported) and llm["usd_source"] == ["price table"]
     messages = json.loads((Path(out["run_dir"]) / "messages.json").read_text())
     assert messages[0]["role"] == "system" and any(m["role"] == "tool" for m in messages)
+    costs = subprocess.run([str(BIN), "costs", "--json"], capture_output=True, text=True, env=os.environ.copy())
+    ledger = json.loads(costs.stdout)
+    assert ledger["total"]["usd"] == pytest.approx(llm["usd"]) and ledger["rows"][0]["source"] == "price table"
 
 
 def test_the_llm_agent_needs_its_key(tmp_path):

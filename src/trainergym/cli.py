@@ -358,6 +358,29 @@ def pod_serve(
     serve(workdir, host, port)
 
 
+@app.command("costs")
+def costs(
+    episode: Optional[str] = typer.Option(None, help="one episode's entries"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+) -> None:
+    """The cost ledger: model calls and GPU bills, with where each dollar figure came from."""
+    from trainergym.ledger import Ledger
+
+    ledger = Ledger()
+    rows = ledger.rows(episode) if episode else ledger.by_source()
+    if as_json:
+        print(json.dumps({"ledger": str(ledger.path), "rows": rows, "total": ledger.totals(episode=episode)}))
+        return
+    columns = ("kind", "source", "model", "prompt_tokens", "completion_tokens", "usd") + (("note",) if episode else ("entries",))
+    table = Table(title=f"cost ledger {ledger.path}" + (f", episode {episode}" if episode else ""))
+    for col in columns:
+        table.add_column(col.replace("_", " "), justify="right" if col in ("prompt_tokens", "completion_tokens", "usd", "entries") else "left")
+    for row in rows:
+        table.add_row(*[f"{row[c]:.4f}" if c == "usd" else str(row.get(c) if row.get(c) is not None else "-") for c in columns])
+    console.print(table)
+    console.print(f"total ${ledger.totals(episode=episode)['usd']:.4f}")
+
+
 @app.command("families")
 def list_families(as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """List the installed task families with held-out flags and untrained baselines."""

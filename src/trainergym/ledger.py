@@ -76,6 +76,14 @@ class Ledger:
             n, prompt, completion, usd = db.execute(query, args).fetchone()
         return {"entries": n, "prompt_tokens": prompt, "completion_tokens": completion, "usd": usd}
 
+    def by_source(self) -> list[dict]:
+        """Totals per (kind, source, model): what the `trainergym costs` table shows."""
+        with self.store.tx() as db:
+            return [dict(row) for row in db.execute(
+                "SELECT kind, source, model, COUNT(*) AS entries, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, "
+                "COALESCE(SUM(completion_tokens), 0) AS completion_tokens, SUM(usd) AS usd FROM entries "
+                "GROUP BY kind, source, model ORDER BY kind, source, model")]
+
     def rows(self, episode: str | None = None) -> list[dict]:
         with self.store.tx() as db:
             return [dict(row) for row in db.execute("SELECT * FROM entries" + (" WHERE episode = ?" if episode else "")
