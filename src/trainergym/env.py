@@ -10,7 +10,9 @@ runs the calls in order and returns their results as text; a malformed message i
 observation and still costs a turn. `submit_job` validates the job; a valid job is trained by
 the backend and scored, which ends the episode (terminated). Running out of submit attempts
 also terminates; running out of turns truncates. The final step carries the episode reward,
-and `info["reward_breakdown"]` its terms.
+and `info["reward_breakdown"]` its terms; `info["calls"]` gives each call's own result. A
+caller that must stop early (a spent budget, a cancelled rollout) calls `end(reason)`: the
+episode is truncated and scored as it stands, and a job in flight is cancelled.
 """
 
 from __future__ import annotations
