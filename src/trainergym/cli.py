@@ -20,7 +20,14 @@ def main() -> None:
     """trainergym: run episodes of the WriteTrainingJob environment."""
 
 
-# Options of the `llm` agent, shared by every command that runs agents.
+# Options shared by the commands that run episodes (episode, batch, eval-agent).
+TASK = typer.Option(None, help="task file (e.g. examples/tasks/calc_chain.toml)")
+FAMILY = typer.Option(None, help="family id, when no task file is given")
+AGENT = typer.Option("reference", help="reference | naive | llm")
+BACKEND = typer.Option("mock", help="mock")
+RUNS_DIR = typer.Option(Path("runs"), help="where runs/<episode-id>/ are written")
+JSON = typer.Option(False, "--json", help="print one JSON object")
+# ... and those of the `llm` agent.
 MODEL = typer.Option(None, help="llm agent: model id at the endpoint (default openai/gpt-4.1-mini)")
 BASE_URL = typer.Option(None, help="llm agent: OpenAI-compatible base URL (default OpenRouter)")
 API_KEY_ENV = typer.Option(None, help="llm agent: variable holding the API key (default OPENROUTER_API_KEY)")
@@ -50,13 +57,13 @@ def _options(task: Optional[Path], family: Optional[str]) -> Optional[dict]:
 
 @app.command()
 def episode(
-    task: Optional[Path] = typer.Option(None, help="task file (e.g. examples/tasks/calc_chain.toml)"),
-    family: Optional[str] = typer.Option(None, help="family id, when no task file is given"),
-    agent: str = typer.Option("reference", help="reference | naive | llm"),
-    backend: str = typer.Option("mock", help="mock"),
+    task: Optional[Path] = TASK,
+    family: Optional[str] = FAMILY,
+    agent: str = AGENT,
+    backend: str = BACKEND,
     seed: int = typer.Option(0, help="seed of the backend's noise and the episode"),
-    runs_dir: Path = typer.Option(Path("runs"), help="where runs/<episode-id>/ is written"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    runs_dir: Path = RUNS_DIR,
+    as_json: bool = JSON,
     model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
     budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
 ) -> None:
@@ -136,13 +143,13 @@ def batch(
     n: int = typer.Option(8, help="episodes to run"),
     concurrency: int = typer.Option(8, help="episodes running at once"),
     max_gpu_jobs: int = typer.Option(4, help="training jobs in flight at once"),
-    task: Optional[Path] = typer.Option(None, help="task file"),
-    family: Optional[str] = typer.Option(None, help="family id, when no task file is given"),
-    agent: str = typer.Option("reference", help="reference | naive | llm"),
-    backend: str = typer.Option("mock", help="mock"),
+    task: Optional[Path] = TASK,
+    family: Optional[str] = FAMILY,
+    agent: str = AGENT,
+    backend: str = BACKEND,
     seed: int = typer.Option(0, help="seed of the first episode (episode i gets seed + i)"),
-    runs_dir: Path = typer.Option(Path("runs"), help="where runs/<episode-id>/ are written"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    runs_dir: Path = RUNS_DIR,
+    as_json: bool = JSON,
     model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
     budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
 ) -> None:
@@ -175,13 +182,13 @@ def batch(
 def eval_agent(
     family: str = typer.Option("triage", help="the family to evaluate on (triage is the held-out one)"),
     n: int = typer.Option(10, help="episodes"),
-    agent: str = typer.Option("reference", help="reference | naive | llm"),
+    agent: str = AGENT,
     concurrency: int = typer.Option(8, help="episodes running at once"),
     max_gpu_jobs: int = typer.Option(4, help="training jobs in flight at once"),
-    backend: str = typer.Option("mock", help="mock"),
+    backend: str = BACKEND,
     seed: int = typer.Option(0, help="seed of the first episode"),
-    runs_dir: Path = typer.Option(Path("runs"), help="where runs/<episode-id>/ are written"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    runs_dir: Path = RUNS_DIR,
+    as_json: bool = JSON,
     model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
     budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
 ) -> None:
@@ -214,7 +221,7 @@ def probe_job(
     job_dir: Path = typer.Argument(..., help="a job directory holding job.toml and taskset/"),
     task: Optional[Path] = typer.Option(None, help="task file the job is for"),
     family: Optional[str] = typer.Option(None, help="family id the job is for (default calc_chain)"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    as_json: bool = JSON,
 ) -> None:
     """Validate a job directory outside any episode; exit status 0 only when it passes."""
     import tempfile
@@ -361,7 +368,7 @@ def pod_serve(
 @app.command("costs")
 def costs(
     episode: Optional[str] = typer.Option(None, help="one episode's entries"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    as_json: bool = JSON,
 ) -> None:
     """The cost ledger: model calls and GPU bills, with where each dollar figure came from."""
     from trainergym.ledger import Ledger
@@ -382,7 +389,7 @@ def costs(
 
 
 @app.command("families")
-def list_families(as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+def list_families(as_json: bool = JSON) -> None:
     """List the installed task families with held-out flags and untrained baselines."""
     from trainergym import baselines
     from trainergym.tasks import families
