@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # a stray hub lookup fails fast instead of hanging
-pytest.importorskip("tinker_cookbook")
+pytest.importorskip("tinker_cookbook", reason="the Tinker adapter needs the tinker extra: uv sync --extra tinker")
 
 from tinker_cookbook.completers import TokenCompleter, TokensWithLogprobs  # noqa: E402
 from tinker_cookbook.renderers import ToolCall, UnparsedToolCall, get_renderer  # noqa: E402
