@@ -248,17 +248,24 @@ class AsyncTrainerEnv:
         return ToolOutcome(ok=True, content=f"{report.render()}\n\n{summary}\nEpisode reward {r.total:.3f} "
                                             f"(validation {r.validation:.2f}, job quality {r.job_quality:.3f}, speed {r.speed:.2f}).")
 
-    def _finish(self, note: str = "") -> None:
+    def reward_now(self) -> RewardBreakdown:
+        """The reward of the episode as it stands: its final reward once over, else what ending
+        it now would score (what `end()` gives; adapters that cannot call `end` report it)."""
         ep = self.episode
+        if ep.done:
+            return ep.reward
         res = ep.result
-        best = baselines.best_pre(ep.task.family).score
-        ep.reward = episode_reward(
+        return episode_reward(
             attempts=ep.attempts, parseable=ep.parseable, valid_on_attempt=ep.valid_on_attempt,
             job_succeeded=res is not None and res.status == "succeeded", post=res.post if res else None,
-            best_pre=best, train_seconds=res.train_seconds if res else None,
+            best_pre=baselines.best_pre(ep.task.family).score, train_seconds=res.train_seconds if res else None,
             budget_seconds=ep.task.bounds.gpu_hours * 3600 / ep.task.bounds.gpu_count,
             job_status=res.status if res else None,
         )
+
+    def _finish(self, note: str = "") -> None:
+        ep = self.episode
+        ep.reward = self.reward_now()
         if note and not ep.reward.note:
             ep.reward.note = note
         ep.done = True

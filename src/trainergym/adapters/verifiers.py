@@ -37,10 +37,9 @@ from pydantic import Field
 from verifiers.v1.task import task_key
 from verifiers.v1.types import content_text
 
-from trainergym import baselines
 from trainergym.agents.llm import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
 from trainergym.env import AsyncTrainerEnv
-from trainergym.reward import NO_SUBMISSION_TOTAL, RewardBreakdown, episode_reward
+from trainergym.reward import NO_SUBMISSION_TOTAL, RewardBreakdown
 from trainergym.tasks import TaskSpec, families, load_task
 from trainergym.tools import TOOLS, EditFile, ListFiles, ReadFile, WriteFile
 
@@ -127,18 +126,14 @@ class TrainerToolset(vf.Toolset[TrainerToolsetConfig]):
                 return "error: the tools were not set up for a task"
             if env.episode.done:
                 return "The episode is over: no further tool calls are needed."
-            obs, _, _, _, info = await env.step({"name": name, "arguments": arguments})
+            obs, *_ = await env.step({"name": name, "arguments": arguments})
             ep = env.episode
             if ep.done:
-                final = RewardBreakdown.model_validate(info["reward_breakdown"])
-                line = seal(self.key, _outcome(final, ep.turns, True))
+                line = seal(self.key, _outcome(env.reward_now(), ep.turns, True))
                 env.close()  # the workspace and bundle are no longer needed
             elif name == "submit_job":
-                # What `env.end()` would score now (env._finish with no job result), so the
-                # reward of a rollout the model leaves here is the env's.
-                r = episode_reward(attempts=ep.attempts, parseable=ep.parseable, valid_on_attempt=ep.valid_on_attempt,
-                                   job_succeeded=False, post=None, best_pre=baselines.best_pre(ep.task.family).score)
-                line = seal(self.key, _outcome(r, ep.turns, False))
+                # What `env.end()` would score now, so a rollout the model leaves here gets the env's reward.
+                line = seal(self.key, _outcome(env.reward_now(), ep.turns, False))
             else:
                 return obs
             return f"{obs}\n\n{line}"
