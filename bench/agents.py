@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import shutil
 import statistics
 import sys
 import tempfile
@@ -87,6 +89,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=16)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="tg-bench-agents-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     episodes_per_minute(1, 1, tmp / "warm")  # starts the sandbox worker
     for c in (1, 8):
         print(f"reference agent, mock backend, concurrency {c}: {episodes_per_minute(args.episodes, c, tmp / f'c{c}'):.1f} "

@@ -14,8 +14,10 @@ overhead <= 5 ms per job. Every figure is from the simulation (virtual time), no
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import random
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +30,7 @@ from trainergym.queue import JobQueue
 
 def run(pods: int, jobs: int, die_rate: float, oos: float, seed: int = 0, poll: float = 30.0) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="tg-fleet-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     bundle = tmp / "bundle"
     bundle.mkdir()
     (bundle / "manifest.json").write_text(json.dumps({"family": "calc_chain", "base_model": "Qwen/Qwen3-1.7B"}))

@@ -10,6 +10,8 @@ Targets (issue 4): warm p50 <= 1 s; cold p50 <= 1.3x the bare import.
 from __future__ import annotations
 
 import argparse
+import atexit
+import shutil
 import statistics
 import subprocess
 import sys
@@ -49,6 +51,7 @@ def main() -> None:
     args = parser.parse_args()
     task = load_task("calc_chain")
     tmp = Path(tempfile.mkdtemp(prefix="tg-bench-probe-"))
+    atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     good = reference_job_files("calc_chain")
     passing = write(tmp / "pass", good)
     old = "return float(final_integer(trace.last_reply) == int(self.data.answer))"

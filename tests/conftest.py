@@ -1,10 +1,13 @@
 """Shared fixtures. Tests never touch the user's data directory: it is a per-session
 temporary directory."""
 
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ["TRAINERGYM_DATA_DIR"] = tempfile.mkdtemp(prefix="tg-test-data-")
+atexit.register(shutil.rmtree, os.environ["TRAINERGYM_DATA_DIR"], ignore_errors=True)
 # A fixed secret keeps the suite deterministic; tests/test_hidden.py covers the seed file.
 os.environ["TRAINERGYM_HIDDEN_SEED"] = "trainergym-test-suite"
 
