@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from trainergym.agents.reference import ReferenceAgent
 from trainergym.backends import make_backend
-from trainergym.batch import CappedBackend, held_out_table, run_many
+from trainergym.batch import held_out_table, run_many
 from trainergym.cli import app
 
 
@@ -20,8 +20,30 @@ class Crashing:
         raise ConnectionError("the endpoint is down")
 
 
+class Watched:
+    """A backend that records how many jobs it had in flight at once."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.running, self.peak = inner, inner.name, 0, 0
+
+    async def submit(self, bundle, task):
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        return await self.inner.submit(bundle, task)
+
+    async def result(self, handle, timeout=None):
+        try:
+            return await self.inner.result(handle, timeout=timeout)
+        finally:
+            self.running -= 1
+
+    async def cancel(self, handle):
+        await self.inner.cancel(handle)
+
+
 def test_episodes_run_concurrently_under_the_gpu_cap(tmp_path):
-    backend = make_backend("mock", latency=0.3, reuse=False)
+    mock = make_backend("mock", latency=0.3, reuse=False)
+    backend = Watched(mock)
     made = []
 
     def agent():
@@ -29,32 +51,18 @@ def test_episodes_run_concurrently_under_the_gpu_cap(tmp_path):
         return made[-1]
 
     seen = {}
-
-    async def go():
-        summaries = await run_many(agent, backend, 5, {"family": "calc_chain"}, concurrency=5, max_gpu_jobs=2,
-                                   runs_dir=tmp_path, on_done=lambda s: seen.setdefault(s.seed, s))
-        return summaries
-
-    original = CappedBackend.__init__
-    caps = []
-
-    def spy(self, inner, limit):
-        original(self, inner, limit)
-        caps.append(self)
-
-    CappedBackend.__init__ = spy
-    try:
-        summaries = asyncio.run(go())
-    finally:
-        CappedBackend.__init__ = original
-    assert caps[0].peak == 2  # four jobs wanted the GPUs at once; two got them
+    summaries = asyncio.run(run_many(agent, backend, 5, {"family": "calc_chain"}, concurrency=5, max_gpu_jobs=2,
+                                     runs_dir=tmp_path, on_done=lambda s: seen.setdefault(s.seed, s)))
+    assert backend.peak == 2  # four jobs wanted the GPUs at once; two got them
     good = [s for s in summaries if s.error is None]
     assert len(good) == 4 and all(s.validated and s.job_succeeded and s.reward > 0.5 for s in good)
+    assert {s.source for s in good} == {"surrogate"}
     crashed = [s for s in summaries if s.error]
     assert len(crashed) == 1 and "endpoint is down" in crashed[0].error
     table = held_out_table(summaries)
     assert table["crashed"] == 1 and table["validated"] == 0.8 and table["worst_episode"] == min(s.reward for s in good)
-    assert not backend.in_flight() and len(seen) == 5
+    assert table["sources"] == ["surrogate"]
+    assert not mock.in_flight() and len(seen) == 5
 
 
 def test_eval_agent_prints_the_held_out_columns(tmp_path):

@@ -70,6 +70,7 @@ class EpisodeSummary:
     note: str | None
     seconds: float
     usd: float | None = None  # the agent's metered spend, when it has one
+    source: str | None = None  # where the job's post score came from: measured | surrogate (None: no job ran)
     error: str | None = None  # the episode crashed (the agent's endpoint failed for good, ...)
 
 
@@ -87,7 +88,8 @@ async def run_many(make_agent: Callable[[], Agent], backend: Backend, n: int, op
                 ep, r = env.episode, info["reward_breakdown"]
                 summary = EpisodeSummary(ep.id, ep.task.id, seed + i, r["total"], ep.valid_on_attempt is not None,
                                          ep.result is not None and ep.result.status == "succeeded", ep.turns, r.get("note"),
-                                         time.perf_counter() - started, getattr(getattr(agent, "usage", None), "usd", None))
+                                         time.perf_counter() - started, getattr(getattr(agent, "usage", None), "usd", None),
+                                         ep.result.source if ep.result else None)
             except Exception as e:  # noqa: BLE001 - one broken episode must not sink the batch
                 ep = env.episode
                 summary = EpisodeSummary(ep.id if ep else "-", ep.task.id if ep else "-", seed + i, float("nan"), False, False,
@@ -113,4 +115,5 @@ def held_out_table(summaries: list[EpisodeSummary]) -> dict:
         "validated": sum(s.validated for s in summaries) / len(summaries) if summaries else None,
         "inner_jobs_succeeded": sum(s.job_succeeded for s in summaries) / len(summaries) if summaries else None,
         "worst_episode": min(rewards) if rewards else None,
+        "sources": sorted({s.source for s in summaries if s.source}),  # of the post scores behind the rewards
     }

@@ -121,6 +121,14 @@ def episode(
     console.print(f"run written to {env.run_path}")
 
 
+def _say_sources(sources: list[str]) -> None:
+    """Where the post scores behind the rewards came from (none: no job ran)."""
+    if "surrogate" in sources:
+        console.print("[yellow]rewards use the mock backend's surrogate post scores, not training.[/yellow]")
+    elif sources:
+        console.print(f"post scores: {', '.join(sources)}")
+
+
 def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_jobs: int, seed: int, runs_dir: Path):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -175,7 +183,9 @@ def batch(
         table.add_row(s.episode_id, "crashed" if s.error else f"{s.reward:+.3f}", "yes" if s.validated else "no",
                       "succeeded" if s.job_succeeded else "-", str(s.turns), s.error or s.note or "")
     console.print(table)
-    console.print(f"mean reward {out['mean_reward']:+.3f}; {out['episodes_per_minute']:.1f} episodes per minute")
+    mean = "-" if out["mean_reward"] is None else f"{out['mean_reward']:+.3f}"
+    console.print(f"mean reward {mean}; {out['episodes_per_minute']:.1f} episodes per minute")
+    _say_sources(out["sources"])
 
 
 @app.command("eval-agent")
@@ -212,8 +222,7 @@ def eval_agent(
     console.print(table)
     if out["crashed"]:
         console.print(f"[red]{out['crashed']} episodes crashed (counted as not validated)[/red]")
-    if backend == "mock":
-        console.print("[yellow]rewards use the mock backend's surrogate post scores, not training.[/yellow]")
+    _say_sources(out["sources"])
 
 
 @app.command("probe")

@@ -45,6 +45,11 @@ def check_installed() -> str | None:
     return None
 
 
+def _family_distributions() -> dict[str, metadata.Distribution]:
+    """The distribution that provides each installed family, by family id."""
+    return {ep.name: ep.dist for ep in metadata.entry_points(group="trainergym.families")}
+
+
 def install_spec(distribution: str) -> str:
     """How to install `distribution`, as installed here, into another environment on this
     host (prime-rl's): its local directory when it was installed from one (a checkout or
@@ -63,22 +68,19 @@ def install_spec(distribution: str) -> str:
 def install_specs(family_id: str) -> str:
     """What a job's setup installs into prime-rl's env beside the job: trainergym (its scorer)
     and the family's package (its taskset, tools and rewards), as installed here."""
-    from importlib.metadata import entry_points
-
-    family = next((ep.dist.name for ep in entry_points(group="trainergym.families") if ep.name == family_id), None)
+    family = _family_distributions().get(family_id)
     if family is None:
         raise KeyError(f"unknown family {family_id!r}")
-    return f"{install_spec('trainergym')} {install_spec(family)}"
+    return f"{install_spec('trainergym')} {install_spec(family.name)}"
 
 
 def pod_install() -> str:
     """What a pod installs (trainergym and every installed family): `TRAINERGYM_INSTALL` if set
     (e.g. wheel URLs or a git URL while trainergym is unpublished), else name==version of each."""
     import os
-    from importlib.metadata import entry_points
 
     if os.environ.get("TRAINERGYM_INSTALL"):
         return os.environ["TRAINERGYM_INSTALL"]
     dists = {"trainergym": metadata.version("trainergym")}
-    dists |= {ep.dist.name: ep.dist.version for ep in entry_points(group="trainergym.families")}
+    dists |= {d.name: d.version for d in _family_distributions().values()}
     return " ".join(f"{name}=={version}" for name, version in sorted(dists.items()))

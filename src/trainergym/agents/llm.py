@@ -20,6 +20,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from openai import APIError, AsyncOpenAI
+
 from trainergym.agents import Stop
 from trainergym.ledger import Ledger, Price, load_prices
 
@@ -57,8 +59,6 @@ class Usage:
 
 class LLMAgent:
     def __init__(self, config: LLMConfig | None = None, ledger: Ledger | None = None, client=None):
-        from openai import AsyncOpenAI
-
         self.config = config or LLMConfig()
         self.price: Price | None = load_prices(self.config.prices).get(self.config.model)
         if self.config.budget_usd is not None and self.price is None:
@@ -88,8 +88,6 @@ class LLMAgent:
         if self.config.budget_usd is not None and self.usage.usd + bound > self.config.budget_usd:
             return Stop(f"budget: the next call could cost up to ${bound:.4f} and ${self.config.budget_usd - self.usage.usd:.4f}"
                         f" of the episode's ${self.config.budget_usd:.4f} is left")
-        from openai import APIError
-
         try:
             message, usage, reported = await (self._streamed() if self.config.stream else self._plain())
         except APIError as e:  # still failing after the SDK's retries: end the episode, say why
