@@ -60,12 +60,18 @@ class FakeOpenAI:
                     calls[0]["arguments"] = '{"path": "unterminated'
                 usage = {"prompt_tokens": sum(count_tokens(json.dumps(m)) for m in body.get("messages", [])),
                          "completion_tokens": count_tokens(reply.get("content") or "") + sum(count_tokens(c["arguments"]) for c in calls)}
+                cap = body.get("max_tokens") or body.get("max_completion_tokens")
+                cut = bool(cap) and usage["completion_tokens"] > cap
+                if cut:  # as a real server does: stop at max_tokens, mid-argument if need be
+                    usage["completion_tokens"] = cap
+                    for c in calls:
+                        c["arguments"] = c["arguments"][: cap * 4]
                 usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
                 with fake.lock:
                     fake.usage.append(usage)
                 tool_calls = [{"id": f"call_{uuid.uuid4().hex[:8]}", "type": "function",
                                "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
-                finish = "tool_calls" if tool_calls else "stop"
+                finish = "length" if cut else "tool_calls" if tool_calls else "stop"
                 model = body.get("model", fake.models[0])
                 if body.get("stream"):
                     return self._stream(model, reply.get("content") or "", tool_calls, finish, usage,

@@ -60,7 +60,7 @@ def evaluate(task, policy, max_turns=60):
         client = AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0)
         try:
             return await scorer.play(client, "fake-model", TrainerTaskset, CONFIG, task, AsyncTrainerEnv().tool_schemas,
-                                     max_turns=max_turns, max_tokens=256, temperature=0.0)
+                                     max_turns=max_turns, max_tokens=2048, temperature=0.0)
         finally:
             await client.close()
 

@@ -1,5 +1,9 @@
 """calc_chain specifics; the contract every family meets is in test_families.py."""
 
+import time
+
+import pytest
+
 from calc_chain import family as fam
 from calc_chain import items
 from trainergym import hidden
@@ -32,6 +36,23 @@ def test_checker_normalisation():
     assert not fam.check("Answer: 4 2", "4")
 
 
-def test_tag_text_reads_free_text():
-    assert {"add", "mul"} <= fam.tag_text("Compute 12 plus 5, then multiply by 3.")
-    assert "big_operands" in fam.tag_text("Start from 48213 and subtract 7.")
+def test_skills_read_the_family_wording_only():
+    prompt = "Start with 48213.\nStep 1: subtract 50000 from it.\nStep 2: multiply it by 3.\nWhat is the final value?"
+    assert fam.skills({"prompt": prompt}) == {"sub", "mul", "big_operands", "negative_intermediate"}
+    assert fam.solve({"prompt": prompt, "world": {}})["reply"] == "Answer: -5361"
+    for text in ("Compute 12 plus 5, then multiply by 3.",  # free wording is not read: no keyword guessing
+                 "Start from 48213 and subtract 7.",
+                 "Start with 5.\nStep 1: add 3 to it\nStep 2: multiply it by 2.",  # a step without its period
+                 "Start with 5.\nStep 1: add 3 to it.\nStep 3: multiply it by 2.",  # misnumbered
+                 "Step 1: add 3 to it.\nStart with 5.",  # steps before the start
+                 "Start with 5.\nStep 1: add three to it."):
+        with pytest.raises(ValueError):
+            fam.skills({"prompt": text})
+
+
+def test_long_chains_are_read_quickly():
+    prompt = "Start with 1.\n" + "".join(f"Step {i}: add {i} to it.\n" for i in range(1, 700))
+    start = time.perf_counter()
+    assert fam.solve({"prompt": prompt})["reply"] == f"Answer: {1 + 699 * 700 // 2}"
+    assert fam.skills({"prompt": prompt}) == {"add", "long_chain"}
+    assert time.perf_counter() - start < 1.0

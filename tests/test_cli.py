@@ -59,7 +59,7 @@ def test_bad_arguments_give_a_clear_message(tmp_path):
 
 
 def test_probe_command_exit_status_and_json(tmp_path):
-    good = subprocess.run([str(BIN), "probe", str(ROOT / "envs/calc_chain/calc_chain/reference_job"), "--json"],
+    good = subprocess.run([str(BIN), "probe", str(ROOT / "envs/calc_chain/reference_job"), "--json"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert good.returncode == 0 and json.loads(good.stdout)["ok"]
     (tmp_path / "job.toml").write_text("[job]\n")

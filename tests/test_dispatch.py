@@ -1,5 +1,7 @@
 """dispatch specifics; the contract every family meets is in test_families.py."""
 
+import pytest
+
 from dispatch import family as fam
 from dispatch import items
 from trainergym import hidden
@@ -51,8 +53,30 @@ def test_tools_report_unknown_keys():
     assert items.get_ticket(world, ticket_id.lower()) == items.get_ticket(world, ticket_id)
 
 
-def test_tag_text_reads_free_text():
-    tags = fam.tag_text("Route the ticket by its priority and region; if the team is at capacity use its overflow team.")
-    assert {"rule_match", "priority_condition", "region_condition", "overflow"} <= tags
-    assert "tier_condition" not in tags and "double_overflow" not in tags
-    assert not fam.tag_text("What is 2 + 2?")
+def _world(status_a: str, overflow_a: str = "b") -> dict:
+    return {"tickets": {"T-1000": {"category": "billing", "priority": 4, "region": "EU", "customer_tier": "gold",
+                                   "channel": "chat"}},
+            "rules": {"billing": [{"if": [["region", "==", "NA"]], "team": "x"},
+                                  {"if": [["priority", ">=", 3], ["customer_tier", "in", ["gold", "silver"]]], "team": "a"},
+                                  {"if": [], "team": "x"}]},
+            "teams": {"a": {"status": status_a, "overflow": overflow_a}, "b": {"status": "at capacity", "overflow": "c"},
+                      "c": {"status": "available", "overflow": "a"}, "x": {"status": "available", "overflow": "a"}}}
+
+
+def test_skills_come_from_the_route_the_world_gives():
+    prompt = "Route ticket T-1000: which team must handle it? Use the dispatch tools."
+    assert fam.skills({"prompt": prompt, "world": _world("available")}) == {
+        "rule_match", "region_condition", "priority_condition", "tier_condition"}
+    row = {"prompt": prompt, "world": _world("at capacity")}
+    assert fam.skills(row) == {"rule_match", "region_condition", "priority_condition", "tier_condition", "overflow",
+                               "double_overflow"}
+    assert fam.solve(row)["reply"] == "Answer: c"
+    for bad in ({"prompt": "What is 2 + 2?", "world": _world("available")},  # no ticket named
+                {"prompt": "Route the ticket by its priority and region.", "world": _world("available")},
+                {"prompt": "Route ticket T-9999: which team?", "world": _world("available")},  # not in the world
+                {"prompt": prompt, "world": {**_world("at capacity"), "teams": {"a": {"status": "at capacity",
+                                                                                        "overflow": "a"}}}},  # a loop
+                {"prompt": prompt + " " + items._ALL_FREE, "world": _world("at capacity")},  # says free, is full
+                {"prompt": prompt, "world": _world("at capacity", overflow_a="nobody")}):  # overflow to no team
+        with pytest.raises(ValueError):
+            fam.skills(bad)

@@ -1,5 +1,7 @@
 import asyncio
 import json
+import os
+import re
 from pathlib import Path
 
 import gymnasium as gym
@@ -9,6 +11,7 @@ from gymnasium.utils.env_checker import check_env
 import trainergym
 from trainergym import AsyncTrainerEnv, TrainerEnv
 from trainergym.agents import make_agent, run_episode
+from trainergym.workspace import Workspace
 
 
 def test_registered_and_passes_gymnasium_checker():
@@ -136,3 +139,65 @@ def test_reset_with_a_taskspec_object_and_unknown_family():
     with pytest.raises(KeyError):
         asyncio.run(env.reset(options={"family": "nope"}))
     env.close()
+
+
+@pytest.mark.parametrize("call, argument", [
+    ({"name": "write_file", "arguments": {"path": "taskset/x.py", "content": "a = '\ud800'"}}, "content"),
+    ({"name": "write_file", "arguments": {"path": "taskset/\ud800.py", "content": "a = 1"}}, "path"),
+    ({"name": "write_file", "arguments": {"path": "taskset/\udcff.py", "content": "a = 1"}}, "path"),
+    ({"name": "edit_file", "arguments": {"path": "job.toml", "old_string": "[job]", "new_string": "\udfff"}}, "new_string"),
+    ({"name": "edit_file", "arguments": {"path": "job.toml", "old_string": "\ud800", "new_string": "x"}}, "old_string"),
+    ({"name": "read_file", "arguments": {"path": "\ud800"}}, "path"),
+    ({"name": "list_files", "arguments": {"path": "taskset\udc80"}}, "path"),
+])
+def test_text_that_is_not_utf8_is_an_error_observation(call, argument):
+    env = TrainerEnv()
+    env.reset()
+    before = env.inner.episode.workspace.files()
+    obs, reward, terminated, truncated, info = env.step(call)
+    assert re.fullmatch(rf"error: bad arguments for {call['name']}: argument '{argument}' holds text that is not "
+                        r"valid UTF-8 \(a lone surrogate U\+D[89A-F][0-9A-F]{2} at character \d+\); send plain UTF-8 "
+                        r"text", obs), obs
+    obs.encode("utf-8")  # the observation itself can be sent on
+    assert not info["ok"] and info["attempts_left"] == 3 and info["turns_left"] == 39 and not terminated
+    assert env.inner.episode.workspace.files() == before
+    # the same call as JSON text (how a model sends it: a \ud800 escape) is refused alike
+    obs, *_ , info = env.step(json.dumps(call))
+    assert f"argument '{argument}' holds text that is not valid UTF-8" in obs and info["attempts_left"] == 3
+    env.close()
+
+
+def test_submit_refuses_unencodable_names_and_contents_without_spending_an_attempt(monkeypatch, reference_files):
+    from conftest import write_job
+
+    async def go():
+        env = AsyncTrainerEnv()
+        await env.reset()
+        root = env.episode.workspace.root
+        write_job(root, reference_files)
+        bad_name = os.path.join(os.fsencode(root), b"taskset", b"\xff.py")  # only a non-tool writer can do this
+        os.close(os.open(bad_name, os.O_WRONLY | os.O_CREAT, 0o644))
+        obs, reward, terminated, truncated, info = await env.step({"name": "submit_job", "arguments": {}})
+        assert obs == ("error: submit_job refused: the file name 'taskset/\\xff.py' is not valid UTF-8, so the job "
+                       "cannot be bundled. This did not use a submit attempt (attempts left: 3).")
+        assert info["attempts_left"] == 3 and env.episode.attempts == 0 and not terminated
+        obs, *_ = await env.step({"name": "list_files", "arguments": {"path": "taskset"}})
+        assert "taskset/\\xff.py  (0 bytes)" in obs
+        os.unlink(bad_name)
+        (root / "taskset" / "notes.txt").write_bytes(b"caf\xe9")
+        obs, *_, info = await env.step({"name": "submit_job", "arguments": {}})
+        assert obs.startswith("error: submit_job refused: taskset/notes.txt is not valid UTF-8 text (byte 3)")
+        assert info["attempts_left"] == 3 and env.episode.attempts == 0
+        # defence in depth: should the check miss something, the attempt is refunded
+        (root / "taskset" / "notes.txt").unlink()
+        os.close(os.open(bad_name, os.O_WRONLY | os.O_CREAT, 0o644))
+        monkeypatch.setattr(Workspace, "encoding_problem", lambda self: None)
+        obs, *_, info = await env.step({"name": "submit_job", "arguments": {}})
+        assert obs.startswith("error: submit_job refused: the job holds text that is not valid UTF-8")
+        assert info["attempts_left"] == 3 and env.episode.attempts == 0 and not env.episode.done
+        monkeypatch.undo()
+        os.unlink(bad_name)
+        obs, reward, terminated, truncated, info = await env.step({"name": "submit_job", "arguments": {}})
+        assert terminated and "VALID" in obs and env.episode.attempts == 1, obs
+        env.close()
+    asyncio.run(go())

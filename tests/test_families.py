@@ -5,8 +5,11 @@ import asyncio
 import importlib
 import inspect
 import json
+import random
+import string
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +35,7 @@ def test_metadata(fam):
         assert getattr(fam, name), name
     assert fam.WORLD is None or isinstance(fam.WORLD, str)
     assert Path(fam.REFERENCE_JOB, "job.toml").is_file() and Path(fam.REFERENCE_JOB, "taskset", "__init__.py").is_file()
+    assert isinstance(fam.READ_FORM, str) and len(fam.READ_FORM) > 40
     for tool in fam.EVAL_TOOLS:
         assert tool["type"] == "function" and tool["function"]["parameters"]["type"] == "object"
 
@@ -93,10 +97,118 @@ def test_hidden_items_never_come_from_public_seeds(fam):
     assert not public & hidden_items and not probe & hidden_items
 
 
-def test_tag_text_recovers_generated_skills(fam):
-    rows = fam.generate("tags", 40)
-    exact = sum(fam.tag_text(r["prompt"]) >= set(r["skills"]) for r in rows)
-    assert exact >= 0.9 * len(rows)
+def test_skills_read_the_generated_skills_back(fam):
+    rows = fam.generate("skills", 50)
+    for row in rows:
+        assert fam.skills(row) == set(row["skills"]), row["id"]
+        assert fam.skills(row) <= set(fam.SKILL_TAGS)
+    for row in fam.dev_examples() + [e.model_dump() for e in hidden.hidden_eval(fam.ID)[:50]]:
+        assert fam.skills(row) == set(row["skills"]), row["id"]
+
+
+def _junk_rows(fam) -> list[dict]:
+    rng = random.Random(fam.ID)
+    row, other = fam.generate("junk", 2, difficulty=fam.DIFFICULTY_LEVELS[-1])
+    junk = [
+        {"prompt": "What is 2+2?", "world": {}},
+        {"prompt": "".join(rng.choice(string.printable) for _ in range(5000)), "world": {}},
+        {"prompt": "".join(rng.choice(string.printable) for _ in range(5000)), "world": row["world"]},
+        {"prompt": "7" * 16000, "world": {}},
+        {"prompt": "7" * 16000, "world": row["world"]},
+        {"prompt": row["prompt"] + "\n" + other["prompt"], "world": row["world"]},  # two items in one prompt
+        {"world": row["world"]},
+        {"prompt": None, "world": row["world"]},
+        {"prompt": 12, "world": row["world"]},
+        "not a row",
+    ]
+    if fam.WORLD is not None:  # the tools need the item's world: without it the family cannot read the item
+        junk += [{"prompt": row["prompt"], "world": {}}, {"prompt": row["prompt"]},
+                 {"prompt": row["prompt"], "world": None}, {"prompt": row["prompt"], "world": []},
+                 {"prompt": row["prompt"], "world": {k: "x" for k in row["world"]}},
+                 {"prompt": row["prompt"], "world": {k: [] for k in row["world"]}},
+                 {"prompt": row["prompt"], "world": {"_" + k: v for k, v in row["world"].items()}}]
+    junk += JUNK.get(fam.ID, [])
+    return junk
+
+
+# Family-specific unreadable items: relation cycles, huge numbers, worlds inconsistent with the prompt.
+JUNK = {
+    "calc_chain": [
+        {"prompt": f"Start with {'9' * 5000}.\nStep 1: add 1 to it.", "world": {}},
+        {"prompt": "Start with 5.\nStep 1: integer-divide it by 0 (floor division).", "world": {}},
+        {"prompt": "Start with 5.\n" + "".join(f"Step {i}: multiply it by {'9' * 90}.\n" for i in range(1, 160)), "world": {}},
+        {"prompt": "Start with 5.\nStep 2: add 1 to it.", "world": {}},
+    ],
+    "string_pipeline": [
+        {"prompt": 'Start with the string "ab".\n' + "".join(f'Step {i}: replace every "a" with "{"a" * 60}".\n'
+                                                           for i in range(1, 200)), "world": {}},
+        {"prompt": f'Start with the string "ab".\nStep 1: Caesar-shift its letters forward by {"9" * 5000} '
+                   "(digits unchanged, case kept).", "world": {}},
+    ],
+    "multi_hop": [
+        {"prompt": "What is the home city of the manager of the manager of the manager of Ada K. Novak?",
+         "world": {"people": {"Ada K. Novak": {"attributes": {}, "relations": {"manager": "Bo L. Lund"}},
+                              "Bo L. Lund": {"attributes": {}, "relations": {"manager": "Ada K. Novak"}}}}},
+        {"prompt": "What is the pet of the manager of the mentor of the sibling of the neighbor of Ada K. Novak?",
+         "world": {"people": {"Ada K. Novak": {"attributes": {"pet": "cat"}, "relations": dict.fromkeys(
+             ("manager", "mentor", "sibling", "neighbor"), "Ada K. Novak")}}}},
+    ],
+    "ledger": [
+        {"prompt": f"1. Deposit {'9' * 5000} into rent.\nWhat is the balance of rent after all operations?",
+         "world": {"accounts": {"rent": 5}, "fees": {"transfer": 1, "withdrawal": 1}, "overdraft_limit": 0}},
+        {"prompt": "1. Deposit 5 into travel.\nWhat is the balance of travel after all operations?",
+         "world": {"accounts": {"rent": 5}, "fees": {"transfer": 1, "withdrawal": 1}, "overdraft_limit": 0}},
+    ],
+    "dispatch": [
+        {"prompt": "Route ticket T-1000: which team must handle it?",
+         "world": {"tickets": {"T-1000": {"category": "billing", "priority": 3, "region": "EU", "customer_tier": "gold",
+                                          "channel": "chat"}},
+                   "rules": {"billing": [{"if": [], "team": "a"}]},
+                   "teams": {"a": {"status": "at capacity", "overflow": "b"},
+                             "b": {"status": "at capacity", "overflow": "a"}}}},
+        {"prompt": "Route ticket T-1000: which team must handle it?",
+         "world": {"tickets": {"T-1000": {"category": "billing", "priority": 3, "region": "EU", "customer_tier": "gold",
+                                          "channel": "chat"}},
+                   "rules": {"billing": [{"if": [["priority", ">=", 4]], "team": "a"}]},
+                   "teams": {"a": {"status": "available", "overflow": "a"}}}},
+        {"prompt": "Route ticket T-1000: which team must handle it?",
+         "world": {"tickets": {"T-1000": {"category": "billing", "priority": 3, "region": "EU", "customer_tier": "gold",
+                                          "channel": "chat"}},
+                   "rules": {"billing": [{"if": [], "team": "t0"}]},
+                   "teams": {f"t{i}": {"status": "at capacity", "overflow": f"t{i + 1}"} for i in range(2000)}}},
+    ],
+    "triage": [
+        {"prompt": "Incident INC-1234 paged you.",
+         "world": {"services": {s: {"owner": "Ann Lee", "depends_on": [t]} for s, t in (("a", "b"), ("b", "c"), ("c", "a"))},
+                   "incidents": {"INC-1234": {"service": "a", "started_at": "10:00", "symptom": "slow"}},
+                   "deploys": [{"id": "D-1", "service": "a", "at": "06:00", "author": "Bo"}]}},
+        {"prompt": "Incident INC-1234 paged you.",
+         "world": {"services": {f"s{i}": {"owner": "Ann Lee", "depends_on": [f"s{j}" for j in range(300) if j != i][:40]}
+                                for i in range(300)},
+                   "incidents": {"INC-1234": {"service": "s0", "started_at": "10:00", "symptom": "slow"}},
+                   "deploys": []}},
+        {"prompt": "Incident INC-1234 paged you.",
+         "world": {"services": {"a": {"owner": "Ann Lee", "depends_on": []}},
+                   "incidents": {"INC-1234": {"service": "a", "started_at": "25:00", "symptom": "slow"}},
+                   "deploys": [{"id": "D-1", "service": "a", "at": "24:30", "author": "Bo"}]}},
+    ],
+}
+
+
+def test_solve_and_skills_raise_value_error_fast_on_items_the_family_cannot_read(fam):
+    for row in _junk_rows(fam):
+        for fn in (fam.solve, fam.skills):
+            start = time.perf_counter()
+            with pytest.raises(ValueError):
+                fn(row)
+            assert time.perf_counter() - start < 1.0, (fn.__name__, str(row)[:200])
+
+
+def test_a_stateless_family_reads_items_without_a_world(fam):
+    row = fam.generate("noworld", 1)[0]
+    if fam.WORLD is None:
+        bare = {"prompt": row["prompt"]}
+        assert fam.check(fam.solve(bare)["reply"], row["answer"]) and fam.skills(bare) == set(row["skills"])
 
 
 def test_baselines_with_provenance(fam):
@@ -151,3 +263,97 @@ def test_family_taskset_passes_vf_validate(fam, tmp_path):
     assert summaries, out.stdout[-2000:] + out.stderr[-2000:]
     summary = json.loads(summaries[0].read_text())
     assert summary["valid_rate"] == 1.0 and summary["checks"]["gold"]["valid"] == 6 and summary["checks"]["noop"]["valid"] == 6
+
+
+# --- what job code may import: the family's public modules only ---------------------------------
+
+_GATED = r"""
+import importlib, importlib.abc, itertools, json, os, sys
+
+specs = json.loads(sys.argv[1])  # [{pkg, public, toolset, job}] per family
+public = {spec["pkg"]: set(spec["public"]) for spec in specs}
+
+
+class Gate(importlib.abc.MetaPathFinder):  # refuses a family's non-public modules, as the sandbox does
+    def find_spec(self, name, path=None, target=None):
+        pkg = name.partition(".")[0]
+        if pkg not in public:
+            return None
+        for finder in sys.meta_path:
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+        else:
+            return None
+        if os.path.basename(spec.origin or "") not in public[pkg]:
+            raise ImportError(f"{name} is not a public module of {pkg}")
+        return spec
+
+
+assert not [m for m in sys.modules if m.partition(".")[0] in public]
+sys.meta_path.insert(0, Gate())
+import verifiers.v1 as vf
+from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
+
+out = {}
+for spec in specs:
+    pkg, result = spec["pkg"], {}
+    try:
+        module, _, cls = spec["toolset"].partition(":")
+        getattr(importlib.import_module(module), cls)(vf.ToolsetConfig())
+        sys.path.insert(0, spec["job"])
+        config_type = taskset_config_type("taskset")
+        config = config_type(id="taskset", **({"num_tasks": 60} if "num_tasks" in config_type.model_fields else {}))
+        tasks = list(itertools.islice(iter(taskset_class("taskset")(config)), 60))
+        result["rows"] = [{"prompt": t.data.prompt_text, "answer": str(t.data.answer),
+                           "world": getattr(t.data, "world", None) or {}} for t in tasks]
+    except Exception as e:
+        result["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        sys.path[:] = [p for p in sys.path if p != spec["job"]]
+        for name in [m for m in sys.modules if m == "taskset" or m.startswith("taskset.")]:
+            del sys.modules[name]
+    result["loaded"] = sorted(os.path.basename(getattr(sys.modules[m], "__file__", None) or "")
+                              for m in sys.modules if m.partition(".")[0] == pkg)
+    try:  # the gate has teeth: the generator stays out of reach
+        importlib.import_module(f"{pkg}.items")
+        result["items"] = "imported"
+    except ImportError as e:
+        result["items"] = str(e)
+    out[pkg] = result
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def gated_imports() -> dict:
+    """One fresh interpreter (importing verifiers is slow) that, behind an import gate refusing
+    every family module not in its PUBLIC_MODULES, imports each family's eval toolset and loads
+    its reference job."""
+    specs = []
+    for fam in families().values():
+        pkg = Path(fam.__file__).resolve().parent
+        specs.append({"pkg": pkg.name, "public": list(fam.PUBLIC_MODULES), "toolset": fam.EVAL_TOOLSET,
+                      "job": str(fam.REFERENCE_JOB)})
+    out = subprocess.run([sys.executable, "-c", _GATED, json.dumps(specs)], capture_output=True, text=True, timeout=600,
+                         cwd=Path(__file__).parent)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_toolset_and_reference_job_import_only_public_modules(fam, gated_imports):
+    """Agent-written jobs see only PUBLIC_MODULES of the family package: the eval toolset must
+    import with nothing else, and so must the reference job, whose tasks the family can read."""
+    pkg = Path(fam.__file__).resolve().parent
+    assert {"__init__.py", "toolset.py"} <= set(fam.PUBLIC_MODULES) <= {p.name for p in pkg.glob("*.py")}
+    assert len(fam.PUBLIC_MODULES) <= 3 and not {"items.py", "taskset.py", "family.py"} & set(fam.PUBLIC_MODULES)
+    assert not Path(fam.REFERENCE_JOB).resolve().is_relative_to(pkg)
+    result = gated_imports[pkg.name]
+    assert "error" not in result, result.get("error")
+    assert set(result["loaded"]) <= set(fam.PUBLIC_MODULES)
+    assert "is not a public module" in result["items"]
+    assert len(result["rows"]) == 60
+    for row in result["rows"]:  # the reference job writes tasks in the form the family reads
+        assert fam.skills(row) <= set(fam.SKILL_TAGS)
+        assert fam.check(fam.solve(row)["reply"], row["answer"]), row["prompt"]

@@ -1,5 +1,7 @@
 """ledger-specific checks (the shared contract is in test_families.py)."""
 
+import pytest
+
 from ledger import items
 
 
@@ -44,3 +46,22 @@ def test_hardest_items_have_an_opening_and_a_refusal_and_expected_distractors():
         assert {"open_account", "overdraft_refused", "long_history"} <= set(row["skills"])
         kinds = {d["kind"] for d in items.distractors(row)}
         assert {"stale_balance", "direction_reversed"} <= kinds
+
+
+def test_skills_read_the_story_and_apply_it_to_the_world():
+    prompt = ("You keep the books.\n1. Open a new account 'travel' with 50.\n2. Transfer 100 from rent to travel.\n"
+              "3. Withdraw 5 from travel.\nWhat is the balance of travel after all operations?")
+    row = {"prompt": prompt, "world": {**_bank(rent=10), "overdraft_limit": 0}}
+    assert items.skills(row) == {"open_account", "transfer", "withdraw", "fee", "overdraft_refused"}
+    assert items.solve(row)["reply"] == "Answer: 44"
+    free = {"fees": {"transfer": 0, "withdrawal": 0}, "overdraft_limit": 100}
+    assert items.skills({**row, "world": {**_bank(rent=10), **free}}) == {"open_account", "transfer", "withdraw"}
+    for bad in ({"prompt": "Pay in 20 to savings, then move 5 to rent.", "world": row["world"]},  # free wording
+                {"prompt": prompt.replace("2. Transfer", "3. Transfer"), "world": row["world"]},  # misnumbered
+                {"prompt": prompt.replace("'travel'", "'rent'"), "world": row["world"]},  # opens an existing account
+                {"prompt": prompt, "world": _bank(savings=10)},  # rent is not on the books
+                {"prompt": prompt, "world": {"accounts": {"rent": 10}}},  # no fees or limit
+                {"prompt": prompt, "world": {**_bank(rent=10), "overdraft_limit": "none"}},
+                {"prompt": prompt, "world": {**_bank(Rent=10)}}):  # the tools lower-case names
+        with pytest.raises(ValueError):
+            items.skills(bad)

@@ -45,7 +45,7 @@ def prices(tmp_path):
 def play(fake, tmp_path, prices, **config):
     ledger = Ledger(tmp_path / "ledger.db")
     cfg = LLMConfig(model="fake-model", base_url=fake.url, api_key_env="FAKE_KEY", prices=prices, timeout=1.0,
-                    max_tokens=512, **config)
+                    max_tokens=2048, **config)
     from openai import AsyncOpenAI
 
     agent = LLMAgent(cfg, ledger, client=AsyncOpenAI(base_url=fake.url, api_key="k", timeout=1.0, max_retries=5))

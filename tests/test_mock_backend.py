@@ -8,7 +8,9 @@ from trainergym.backends.mock import MockBackend, simulate
 from trainergym.gpu import fits, gpu, peak_memory_gib
 from trainergym.job import build_bundle, parse_job
 
-GOOD = {"n_tasks": 2000, "distinct_prompts": 2000, "reward_separation": 1.0, "noop_ok": True, "gold_pass_rate": 1.0, "skill_coverage": 1.0, "tool_parity": 1.0}
+GOOD = {"n_tasks": 2000, "distinct_prompts": 2000, "distinct_verified_prompts": 2000, "reward_separation": 1.0,
+        "noop_ok": True, "reward_exploits": 0, "leakage": False, "verified_share": 1.0, "skill_coverage": 1.0,
+        "tool_parity": 1.0}
 
 
 @pytest.fixture
@@ -47,6 +49,10 @@ def test_outcome_depends_on_what_the_job_contains(bundle_for, task):
     pays_for_nothing = mean_post(bundle_for({**GOOD, "reward_separation": 0.0}), task)
     no_tools = mean_post(bundle_for({**GOOD, "tool_parity": 0.0}), task)
     narrow = mean_post(bundle_for({**GOOD, "skill_coverage": 0.1}), task)
+    junk = mean_post(bundle_for({**GOOD, "verified_share": 0.0}), task)
+    half_wrong = mean_post(bundle_for({**GOOD, "verified_share": 0.5}), task)
+    exploited = mean_post(bundle_for({**GOOD, "reward_exploits": 3}), task)
+    unprobed = mean_post(bundle_for({}), task)  # a bundle that skipped the probe measured nothing
     bad_lr = mean_post(bundle_for(lr=1e-4), task)
     tiny = mean_post(bundle_for(max_steps=2, scheduler="constant"), task)
     pre = 0.742
@@ -54,6 +60,8 @@ def test_outcome_depends_on_what_the_job_contains(bundle_for, task):
     assert pays_for_nothing < pre  # rewards that pay for nothing make the model worse
     assert no_tools < good and narrow < good and tiny < good and bad_lr < good
     assert bad_lr < pre
+    assert junk < pre and exploited < pre and unprobed < pre  # junk data, backdoors: no gain, some harm
+    assert pre < half_wrong < good
 
 
 def test_weaker_model_and_short_turns_learn_less(bundle_for, task, reference_files):

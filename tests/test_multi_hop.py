@@ -1,5 +1,7 @@
 """multi_hop specifics; the contract every family meets is in test_families.py."""
 
+import pytest
+
 from multi_hop import family as fam
 from multi_hop import items
 from trainergym import hidden
@@ -53,7 +55,28 @@ def test_checker_normalisation():
     assert not fam.check("", "Lisbon")
 
 
-def test_tag_text_reads_free_text():
-    tags = fam.tag_text("Which city does the boss of Ann Lee's best friend live in?")
-    assert {"manager", "best_friend", "city", "hops_3"} <= tags
-    assert {"sibling", "pet"} <= fam.tag_text("What pet does her brother keep?")
+def _directory(**relations) -> dict:
+    names = ("Ada K. Novak", "Bo L. Lund", "Cy M. Moreau")
+    return {"people": {n: {"attributes": {"city": f"city{i}", "pet": f"pet{i}"},
+                           "relations": relations.get(n.split()[0].lower(), {})} for i, n in enumerate(names)}}
+
+
+def test_skills_read_the_question_and_check_the_world():
+    world = _directory(ada={"manager": "Bo L. Lund"}, bo={"sibling": "Cy M. Moreau"})
+    row = {"prompt": "Find the pet of the sibling of the manager of Ada K. Novak. Use the tools.", "world": world}
+    assert fam.skills(row) == {"hops_3", "manager", "sibling", "pet"}
+    assert fam.solve(row)["reply"] == "Answer: pet2"
+    unreadable = [
+        "Which city does the boss of Ann Lee's best friend live in?",  # free wording: no keyword guessing
+        "What pet does her brother keep?",
+        "Find the pet of the mentor of the manager of Ada K. Novak.",  # Bo has no mentor
+        "Find the hobby of the manager of Ada K. Novak.",  # no hobby recorded
+        "Find the pet of the sibling of the manager of Zed Q. Nobody.",  # not in the world
+        "Find the pet of the manager of the sibling of the manager of the manager of Ada K. Novak.",  # 4 relations
+        "Find the pet of the manager of Ada K. Novak. Find the home city of the manager of Ada K. Novak.",  # two questions
+    ]
+    for prompt in unreadable:
+        with pytest.raises(ValueError):
+            fam.skills({"prompt": prompt, "world": world})
+    with pytest.raises(ValueError):  # a world whose values are not strings
+        fam.solve({**row, "world": {"people": {"Ada K. Novak": {"attributes": {"pet": 3}, "relations": {}}}}})

@@ -33,16 +33,21 @@ def test_reference_job_passes_and_measures(tmp_path, task, reference_files):
     m = bundle.manifest.probe
     assert m["reward_separation"] == 1.0 and m["tool_parity"] == 1.0 and m["noop_ok"] and m["group_variance"] == 1.0
     assert not m["leakage"] and m["distinct_prompts"] > 1000
-    assert m["gold_pass_rate"] == 1.0 and m["skill_coverage"] > 0.9 and m["n_tasks"] >= 1000
+    assert m["verified_share"] == 1.0 and m["skill_coverage"] > 0.9 and m["n_tasks"] >= 1000
+    assert m["reward_exploits"] == 0 and m["distinct_verified_prompts"] > 1000
     assert report.confinement.startswith(("bubblewrap", "FALLBACK"))
 
 
 @pytest.mark.parametrize("old, new, check, words", [
-    (REWARD, "return 1.0", "rewards.noop", "untouched task"),
+    (REWARD, "return 1.0", "rewards.ranking", "only"),
     (REWARD, "return float(final_integer(trace.last_reply) is not None)", "rewards.ranking", "only"),
-    (REWARD, "raise KeyError('oops')", "rewards.noop", "KeyError"),
+    (REWARD, "raise KeyError('oops')", "rewards", "KeyError"),
+    (REWARD, "return float(len(trace.last_reply) < 5 or final_integer(trace.last_reply) == int(self.data.answer))",
+     "rewards.exploit", "an empty reply"),
     (TOOLS, "return []", "tools", "missing ['calc_add'"),
-    ("return replay(self.data.prompt_text) == int(self.data.answer)", "return False", "rewards.gold", "validate() failed"),
+    ("prompt, answer = make_chain(rng, level)", "prompt, answer = make_chain(rng, level)\n            answer += 1",
+     "data.verified", "0% of"),
+    ("return replay(self.data.prompt_text) == int(self.data.answer)", "return True", "data.verified", "100% of"),
     ("class ChainData(vf.TaskData):\n    answer: str", "class ChainData(vf.TaskData):\n    target: str = ''\n    answer: str = ''", "data", "answer: str"),
 ])
 def test_broken_jobs_fail_the_right_check(tmp_path, task, reference_files, old, new, check, words):
@@ -50,9 +55,12 @@ def test_broken_jobs_fail_the_right_check(tmp_path, task, reference_files, old, 
     if "target" in new:
         files = variant(files, "answer=str(answer)", "target=str(answer)")
     report, bundle = run(tmp_path, task, files)
-    assert bundle is None and not report.ok
     item = next(i for i in report.items if i.check == check)
-    assert item.status == "fail" and words in item.message, report.render()
+    assert words in item.message, report.render()
+    if "return True" in new:  # validate() no longer feeds anything: the job still passes
+        assert report.ok, report.render()
+        return
+    assert bundle is None and not report.ok and item.status == "fail", report.render()
 
 
 @pytest.mark.parametrize("init, words", [

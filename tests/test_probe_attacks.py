@@ -173,15 +173,13 @@ def test_symlink_to_etc_passwd_is_rejected(tmp_path, task, reference_files):
     assert bundle is None and "symlink" in item(report, "shape").message
 
 
-@pytest.mark.parametrize("reward, check", [("return 1.0", "rewards.noop"), ("return 0.0", "rewards.ranking"),
-                                           ("raise ValueError('boom')", "rewards.noop")])
+@pytest.mark.parametrize("reward, check", [("return 1.0", "rewards.ranking"), ("return 0.0", "rewards.ranking"),
+                                           ("raise ValueError('boom')", "rewards")])
 def test_rewards_that_pay_for_nothing_or_raise(tmp_path, task, reference_files, reward, check):
     old = "return float(final_integer(trace.last_reply) == int(self.data.answer))"
     files = {"taskset/chains.py": reference_files["taskset/chains.py"].replace(old, reward)}
     report = attack(tmp_path, task, reference_files, files=files)
     assert item(report, check).status == "fail", report.render()
-    if reward == "return 0.0":
-        assert item(report, "rewards.group").status == "fail"
 
 
 def test_dev_examples_only_is_flagged(tmp_path, task, reference_files):
@@ -196,6 +194,8 @@ def test_dev_examples_only_is_flagged(tmp_path, task, reference_files):
 
 def test_importing_a_missing_module(tmp_path, task, reference_files):
     report = attack(tmp_path, task, reference_files, "import torch_nonexistent_pkg")
+    assert "uses `torch_nonexistent_pkg`: a job may import only" in item(report, "shape").message
+    report = attack(tmp_path / "2", task, reference_files, "__import__('torch_nonexistent_' + 'pkg')")
     assert "ModuleNotFoundError" in item(report, "shape").message
 
 

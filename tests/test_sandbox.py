@@ -11,8 +11,7 @@ from trainergym.sandbox import Sandbox, run_once
 
 
 def request(task_module: str) -> dict:
-    return {"nonce": secrets.token_hex(8), "module": task_module, "probe_items": [], "max_tasks": 50,
-            "gold_tasks": 1, "reward_timeout": 5.0, "timeout": 60}
+    return {"nonce": secrets.token_hex(8), "module": task_module, "max_tasks": 50, "timeout": 60}
 
 
 @pytest.fixture
@@ -37,8 +36,8 @@ def test_bwrap_hides_homes_and_the_data_dir():
 def test_unshare_fallback_runs_and_says_what_is_missing(package):
     box = Sandbox(prefer="unshare")
     assert box.kind == "unshare" and "FALLBACK" in box.describe() and "NOT hidden" in box.describe()
-    result = run_once(box, package, request("job_sbx"))
-    assert result["stage"] == "done" and result["n_tasks"] == 50
+    (loaded,), end = run_once(box, package, request("job_sbx"))
+    assert loaded["stage"] == "loaded" and len(loaded["tasks"]) == 50 and end["stage"] == "closed"
 
 
 def test_no_sandbox_refuses_unless_opted_in(monkeypatch, package):
@@ -61,15 +60,20 @@ def test_environment_is_scrubbed(monkeypatch):
     assert env["HOME"] == "/tmp" and "PATH" in env
 
 
-def test_a_hidden_directory_on_sys_path_is_not_re_exposed(monkeypatch, tmp_path):
-    """A script run from /tmp or a home directory puts that directory on sys.path; re-exposing
-    it would undo the mask (and, for /tmp, the sandbox's private /tmp)."""
+def test_only_the_venv_is_re_exposed_from_a_masked_directory(monkeypatch, tmp_path):
+    """A script run from /tmp or a home directory puts that directory on sys.path, and editable
+    installs put the library's and the families' source trees there; re-exposing sys.path would
+    undo the masks. Only the interpreter and the venv's site-packages come back."""
+    import site
     import sys
 
     from trainergym.sandbox import _needed_under
 
     inside = tmp_path / "venv" / "lib"
+    source = tmp_path / "checkout" / "src"
     inside.mkdir(parents=True)
-    monkeypatch.setattr(sys, "path", [str(tmp_path), str(tmp_path.parent), str(inside)])
+    source.mkdir(parents=True)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), str(tmp_path.parent), str(inside), str(source)])
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(inside)])
     needed = _needed_under([tmp_path])
-    assert inside in needed and tmp_path not in needed and tmp_path.parent not in needed
+    assert inside in needed and source not in needed and tmp_path not in needed and tmp_path.parent not in needed

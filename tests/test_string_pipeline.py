@@ -1,4 +1,6 @@
-"""The string_pipeline family: operations, difficulty knobs, checker, distractors, tags."""
+"""The string_pipeline family: operations, difficulty knobs, checker, distractors, skills."""
+
+import pytest
 
 from string_pipeline import family as fam
 from string_pipeline import items
@@ -49,9 +51,19 @@ def test_distractor_kinds():
     assert kinds == {"skipped_step", "swapped_steps", "off_by_one", "case_error"}
 
 
-def test_tag_text_on_free_wording():
-    text = ("Take 'qWe4rTy9' and reverse it, then apply a caesar shift of 13, rotate left by 11, "
-            "swap the case, and remove duplicate characters.")
-    assert fam.tag_text(text) == {"reverse", "caesar", "rotate", "swapcase", "dedupe", "long_pipeline",
-                                  "mixed_case", "large_shift"}
-    assert fam.tag_text("Drop the first 2 characters, then keep only the first 5.") == {"drop", "take"}
+def test_skills_read_the_family_wording_only():
+    prompt = ('Start with the string "qWe4rTy9".\nStep 1: reverse it.\n'
+              "Step 2: Caesar-shift its letters forward by 13 (digits unchanged, case kept).\n"
+              "Step 3: rotate it left by 11 (move the first character to the end, 11 times).\n"
+              "Step 4: swap the case of every letter.\n"
+              "Step 5: remove repeated characters (case-sensitive), keeping the first occurrence of each.\n"
+              "What is the final string?")
+    assert fam.skills({"prompt": prompt}) == {"reverse", "caesar", "rotate", "swapcase", "dedupe", "long_pipeline",
+                                              "mixed_case", "large_shift"}
+    assert fam.check(fam.solve({"prompt": prompt})["reply"], items.run(*items.parse(prompt))[-1])
+    for text in ("Take 'qWe4rTy9' and reverse it, then apply a caesar shift of 13.",  # free wording: no guessing
+                 "Drop the first 2 characters, then keep only the first 5.",
+                 'Start with the string "abc".\nStep 1: flip it.',
+                 'Start with the string "abc".\nStep 2: reverse it.'):
+        with pytest.raises(ValueError):
+            fam.skills({"prompt": text})

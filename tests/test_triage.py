@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from triage import family as fam
 from triage import items
 
@@ -48,9 +50,25 @@ def test_checker_normalisation():
     assert not fam.check("", answer)
 
 
-def test_tag_text_reads_free_text():
-    assert fam.tag_text("Find the deploy that broke the incident's service and name its owner.") == {
-        "direct_deploy", "owner_lookup"}
-    tags = fam.tag_text("Check its dependencies and their dependencies; ignore deploys after the incident "
-                        "and older releases, and services that call it.")
-    assert {"dependency_deploy", "two_level_dependency", "decoy_after_start", "decoy_older", "unrelated_service"} <= tags
+def _world(*deploys) -> dict:
+    return {"services": {"api": {"owner": "Ann Lee", "depends_on": ["db"]}, "db": {"owner": "Bo Chen", "depends_on": []},
+                         "web": {"owner": "Cy Diaz", "depends_on": ["api"]}},
+            "incidents": {"INC-1234": {"service": "api", "started_at": "10:00", "symptom": "slow"}},
+            "deploys": [{"id": i, "service": s, "at": at, "author": "Dee Eve"} for i, s, at in deploys]}
+
+
+def test_skills_are_read_off_the_world_not_the_prompt():
+    prompt = "Incident INC-1234 just paged you. Which deploy caused it, and who owns the service it went to?"
+    world = _world(("D-1", "db", "09:30"), ("D-2", "db", "07:00"), ("D-3", "api", "10:05"), ("D-4", "web", "09:50"))
+    assert fam.skills({"prompt": prompt, "world": world}) == {
+        "dependency_deploy", "owner_lookup", "decoy_after_start", "decoy_older", "unrelated_service"}
+    assert fam.solve({"prompt": prompt, "world": world})["reply"] == "Answer: D-1, Bo Chen"
+    assert fam.skills({"prompt": prompt, "world": _world(("D-1", "api", "09:30"))}) == {"direct_deploy", "owner_lookup"}
+    for bad in ({"prompt": "Find the deploy that broke the incident's service.", "world": world},  # no incident id
+                {"prompt": prompt + " See also INC-99.", "world": world},  # two incidents
+                {"prompt": prompt, "world": _world(("D-1", "db", "06:30"))},  # nothing in the window
+                {"prompt": prompt, "world": _world(("D-1", "db", "09:30"), ("D-2", "db", "09:30"))},  # a tie
+                {"prompt": prompt, "world": _world(("D-1", "db", "9.30"))},
+                {"prompt": prompt, "world": _world(("D-1", "db", "09:30"), ("D-01", "api", "07:00"))}):  # same id
+        with pytest.raises(ValueError):
+            fam.skills(bad)

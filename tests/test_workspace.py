@@ -93,3 +93,66 @@ def test_layout_has_instructions_template_and_eval_tools(tmp_path, task):
     assert "[prime_rl]" in ws.read("job.toml")
     with pytest.raises(WorkspaceError):
         ws.write("eval_tools.json", "[]")
+
+
+def test_pycache_and_dot_directories_count_against_the_caps_and_are_listed(ws):
+    ws.write("taskset/__pycache__/a.cpython-312.pyc", "x" * 1000)
+    ws.write(".hidden/b", "x" * 1000)
+    listing = ws.listing()
+    assert "taskset/__pycache__/a.cpython-312.pyc  (1000 bytes)" in listing and ".hidden/b  (1000 bytes)" in listing
+    assert "__pycache__" in ws.listing("taskset") and ".hidden/b" in ws.listing(".hidden")
+    assert ws.files() == {".hidden/b": 1000, "taskset/__pycache__/a.cpython-312.pyc": 1000}
+    with pytest.raises(WorkspaceError, match="would hold 3000 bytes"):
+        ws.write("taskset/__pycache__/c.pyc", "x" * 1000)
+    # files that arrived some other way count too
+    (ws.root / "__pycache__").mkdir()
+    (ws.root / "__pycache__" / "planted.pyc").write_bytes(b"\x00" * 400)
+    with pytest.raises(WorkspaceError, match="would hold 2501 bytes"):
+        ws.write("c.txt", "x" * 101)
+    ws.write("c.txt", "x" * 99)
+    ws.write(".git/d", "x")
+    with pytest.raises(WorkspaceError, match="5 files"):
+        ws.write("__pycache__/e.pyc", "")
+    assert len(ws.files()) == 5 and sum(ws.files().values()) == 2500
+
+
+@pytest.mark.parametrize("path", ["bad\ud800.py", "taskset/\udcff.py", "\udfff"])
+def test_paths_that_are_not_utf8_are_refused(ws, path):
+    with pytest.raises(WorkspaceError, match="^path holds text that is not valid UTF-8"):
+        ws.write(path, "x")
+    with pytest.raises(WorkspaceError, match="^path holds text that is not valid UTF-8"):
+        ws.read(path)
+    with pytest.raises(WorkspaceError, match="^path holds text that is not valid UTF-8"):
+        ws.listing(path)
+    assert ws.files() == {}
+
+
+def test_content_that_is_not_utf8_is_refused_naming_the_argument(ws):
+    with pytest.raises(WorkspaceError, match="^content holds text that is not valid UTF-8 .*U\\+D800 at character 2"):
+        ws.write("a.py", "x=\ud800")
+    ws.write("a.py", "x = 1\n")
+    with pytest.raises(WorkspaceError, match="^new_string holds text"):
+        ws.edit("a.py", "1", "\udcff")
+    with pytest.raises(WorkspaceError, match="^old_string holds text"):
+        ws.edit("a.py", "\ud800", "2")
+    assert ws.read("a.py") == "x = 1\n"
+
+
+def test_encoding_problem_finds_names_and_bundled_contents_that_are_not_utf8(ws):
+    ws.write("job.toml", "[job]\n")
+    ws.write("taskset/ok.py", "é = 1\n")
+    assert ws.encoding_problem() is None
+    (ws.root / "taskset" / "__pycache__").mkdir()
+    (ws.root / "taskset" / "__pycache__" / "ok.pyc").write_bytes(b"\xff\xfe")  # never bundled
+    (ws.root / "notes.bin").write_bytes(b"\xff")  # not bundled either
+    assert ws.encoding_problem() is None
+    (ws.root / "taskset" / "data.txt").write_bytes(b"ok \xff")
+    assert ws.encoding_problem() == "taskset/data.txt is not valid UTF-8 text (byte 3); rewrite it with write_file"
+    (ws.root / "taskset" / "data.txt").unlink()
+    fd = os.open(os.path.join(os.fsencode(ws.root), b"taskset", b"\xff.py"), os.O_WRONLY | os.O_CREAT, 0o644)
+    os.close(fd)
+    problem = ws.encoding_problem()
+    assert problem == "the file name 'taskset/\\xff.py' is not valid UTF-8, so the job cannot be bundled"
+    problem.encode("utf-8")  # the message itself is showable
+    assert "taskset/\\xff.py  (0 bytes)" in ws.listing()
+    ws.listing().encode("utf-8")

@@ -39,7 +39,7 @@ from trainergym.probe import ProbeReport, probe
 from trainergym.reward import RewardBreakdown, episode_reward
 from trainergym.tasks import TaskSpec, load_task
 from trainergym.tools import TOOLS, ToolOutcome, run_workspace_tool, validate_args
-from trainergym.workspace import Limits, Workspace, lay_out
+from trainergym.workspace import Limits, Workspace, WorkspaceError, lay_out
 
 ENV_ID = "trainergym/WriteTrainingJob-v0"
 DEFAULT_TASK = "calc_chain"
@@ -190,18 +190,37 @@ class AsyncTrainerEnv:
             return await self._submit()
         return run_workspace_tool(ep.workspace, ep.task, call.name, args)
 
+    def _unsubmittable(self, problem: str) -> ToolOutcome:
+        return ToolOutcome(ok=False, content=f"error: submit_job refused: {problem}. This did not use a submit "
+                                             f"attempt (attempts left: {self.episode.attempts_left}).")
+
     async def _submit(self) -> ToolOutcome:
         ep = self.episode
+        # File names and contents that are not UTF-8 cannot be hashed, bundled or shown: refuse
+        # them before spending an attempt (the file tools already keep them out).
+        try:
+            problem = ep.workspace.encoding_problem()
+        except WorkspaceError as e:
+            problem = str(e)
+        if problem:
+            return self._unsubmittable(problem)
         ep.attempts += 1
+        cached = bundle = None
+        try:
+            digest = content_hash(ep.workspace.root)
+            cached = ep.failed_hashes.get(digest)  # identical to a submission that already failed
+            if cached is None:
+                report, bundle = await asyncio.to_thread(probe, ep.workspace.root, ep.task, ep.dir / "bundle")
+        except UnicodeError as e:  # defence in depth: text the check above missed; the attempt is refunded
+            ep.attempts -= 1
+            return self._unsubmittable(f"the job holds text that is not valid UTF-8 ({e.reason})")
         job_text = ep.workspace.root / JOB_FILE
         if job_text.is_file() and parse_job(job_text.read_text(errors="replace"))[0] is not None:
             ep.parseable = True
-        digest = content_hash(ep.workspace.root)
-        if digest in ep.failed_hashes:  # identical to a submission that already failed
-            report = ep.failed_hashes[digest]
+        if cached is not None:
+            report = cached
             note = "This job is byte-identical to an earlier failed submission; the cached report follows.\n"
         else:
-            report, bundle = await asyncio.to_thread(probe, ep.workspace.root, ep.task, ep.dir / "bundle")
             note = ""
             if bundle is not None:
                 ep.valid_on_attempt = ep.attempts

@@ -1,63 +1,73 @@
 """The validation probe run by `submit_job` (and by `trainergym probe DIR`).
 
 It catches on a CPU every defect of a job that can be caught there, and explains each as a
-named `ProbeItem` (pass / fail / warn / skip, message, hint) the agent can act on:
+named `ProbeItem` (pass / fail / warn / skip, message, hint) the agent can act on.
 
-- shape: the package imports in the sandbox, exports exactly one Taskset, on the pinned verifiers;
-- data: enough tasks, prompts and `answer`s present, sane sizes, prompt plus max_turns x max_tokens
-  fits seq_len; coverage of the family's skills and diversity (warnings);
-- tools: the job's tools match the eval interface (missing, extra, different parameters named);
-- rewards (model-free): gold check, an untouched task earns nothing, the reference solver's answer
-  outranks every distractor on fresh items, a simulated GRPO group has reward variance, rewards
-  never raise and stay in [0, 1];
-- leakage: no task matches a hidden-eval item (exact, normalised, n-gram overlap), reported
-  without saying which;
-- config: bounds, batch/group divisibility, memory fit on the task's GPU class, the rendered
-  rl.toml complete, and (when available) prime-rl's own config schema.
+**The probe judges; the job only answers.** Agent code runs only in the confined child
+(`probe_child.py`, inside `trainergym.sandbox`), which hands back data: the job's tasks
+(prompt, system prompt, answer, world), one reward per rollout it is given, and its tools'
+answers to given calls. Every judgment, and every number in the manifest that the surrogate
+pays for, is computed here, in a process that never imported agent code:
 
-Agent code runs only inside `trainergym.sandbox`. The probe scores nothing against the hidden
-eval, and no figure in its report is computed from hidden items except the leakage verdict.
-What it measures travels with the job in the manifest (`JobManifest.probe`).
+- shape: the package imports in the sandbox and exports one Taskset, imports nothing of the
+  family but its eval toolset (read statically here, enforced by the sandbox's masks);
+- data: enough tasks, every task read (up to the task's item cap; a taskset that does not end
+  there is refused unless it declares itself infinite, then it is sampled), prompts and answers
+  present and sane, the longest rollout fits `seq_len`; a sample drawn across the whole taskset
+  is *verified by the family's own code* (its solver on the item's prompt and world, its checker
+  on the job's answer): the verified and readable shares, the skills of verified items;
+- tools: the job's tools, given the family solver's calls on fresh items, answer what the eval
+  tools answer;
+- rewards (`trainergym.adversary`): on fresh items and on the job's own verified items, mixed and
+  unlabelled, the correct rollout is paid more than every wrong or adversarial reply, and no
+  adversarial reply more than the plain wrong answer it dresses up; rewards never raise and stay
+  in [0, 1];
+- leakage (`trainergym.leakage`): no task matches a hidden-eval item by text, by the family
+  solver's trace, or by content (numbers and entities), reported without saying which;
+- config: bounds, memory fit on the task's GPU class, the rendered rl.toml complete, and (when
+  available) prime-rl's own config schema.
+
+A reward or a taskset that behaves differently under the probe than in training cannot be seen
+by any probe (docs/mock-backend.md); the real backends train the job as written and score the
+result with the family's scorer, so such a job gains nothing there.
 """
 
 from __future__ import annotations
 
+import ast
 import atexit
 import contextlib
+import json
 import os
 import queue
-import re
+import random
 import secrets
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
-from functools import cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trainergym import gpu, hidden, stack
+from trainergym import adversary, gpu, hidden, leakage, stack
 from trainergym.job import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
                             render_rl_toml, write_manifest)
-from trainergym.sandbox import Limits, Sandbox, WarmWorker, WorkerError, run_once
+from trainergym.sandbox import Limits, Sandbox, WarmWorker, WorkerError
 from trainergym.tasks import TaskSpec, get_family
 
 MIN_TASKS = 32
-SEPARATION_PASS = 0.75  # share of fresh items whose correct answer must outrank every wrong one
-GROUP_VARIANCE_PASS = 0.75  # share of simulated GRPO groups that must have reward variance
+VERIFY_SAMPLE = 500  # tasks verified by the family's code, drawn across the whole taskset
+VERIFIED_PASS, VERIFIED_WARN = 0.5, 0.95
+SEPARATION_PASS = 0.9  # share of items whose correct rollout is paid more than every other reply
+PROBE_ITEMS, JOB_ITEMS = 8, 8  # items of the reward bank, fresh and the job's own
 REWARD_RANGE = (0.0, 1.0)
 CHARS_PER_TOKEN = 4  # rough for Qwen tokenizers on English; tool results come on top
+MAX_PROMPT_CHARS = 16_000
 MAX_ANSWER_CHARS = 1000
 DEV_SHARE_WARN = 0.2
 DISTINCT_WARN = 0.5
-# Leakage: word 5-grams; an n-gram shared by two or more public items of the family is template
-# text and ignored. A job task leaks a hidden item when its prompt matches exactly or after
-# normalisation (case, punctuation, spacing); or when it holds >= 60% of the item's distinctive
-# n-grams (at least 3) and gives the same answer (n-grams alone would flag honest items that merely
-# share a few steps with a hidden one in families with small item spaces).
-NGRAM, NGRAM_SHARE, NGRAM_MIN = 5, 0.6, 3
 
 
 class ProbeItem(BaseModel):
@@ -97,6 +107,163 @@ _started = 0
 _pool_lock = threading.Lock()
 
 
+# --- what the child may say -------------------------------------------------------------------
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TaskRow(_Answer):
+    prompt: str = Field(max_length=MAX_PROMPT_CHARS + 1)
+    system_prompt: str = Field(max_length=MAX_PROMPT_CHARS + 1)
+    answer: str = Field(max_length=2001)
+    world: dict | None = None
+    world_chars: int = Field(ge=0)
+
+
+class ToolName(_Answer):
+    name: str = Field(max_length=200)
+    params: list[str] = Field(max_length=50)
+
+
+class Loaded(_Answer):
+    stage: Literal["loaded"]
+    verifiers_version: str | None
+    declared_infinite: bool
+    more: bool
+    tasks: list[TaskRow] = Field(min_length=1, max_length=100_000)
+    answer_field: bool
+    world_field: bool
+    tools: list[ToolName] = Field([], max_length=200)
+    tools_error: str | None = Field(None, max_length=4000)
+
+
+class Scored(_Answer):
+    rewards: list[float | None]
+    errors: list[str | None]
+
+
+class ToolAnswers(_Answer):
+    results: list[list[str]]
+
+
+# --- the conversation with the confined child --------------------------------------------------
+class _Session:
+    """Drives one probe session (see probe_child.py): reads the job's tasks, verifies and
+    checks them here, then sends the reward bank and the tool calls, and keeps the answers."""
+
+    def __init__(self, task: TaskSpec, job: JobConfig, package_dir: Path):
+        self.task, self.job, self.package_dir = task, job, package_dir
+        self.fam = get_family(task.family)
+        self.rng = random.Random(secrets.token_bytes(16))  # per probe: nothing to learn across probes
+        self.first: dict = {}
+        self.loaded: Loaded | None = None
+        self.malformed = ""
+        self.solved: list[dict | None] = []
+        self.verified: list[int] = []
+        self.readable = 0
+        self.skills: set[str] = set()
+        self.leaks: list[int] = []
+        self.items: list[adversary.Item] = []
+        self.cases: list[adversary.Case] = []
+        self.order: list[int] = []
+        self.scored: Scored | None = None
+        self.tool_items: list[adversary.Item] = []
+        self.tool_answers: ToolAnswers | None = None
+        self.step = 0
+
+    def follow(self, answer: dict) -> dict | None:
+        self.step += 1
+        try:
+            if self.step == 1:
+                self.first = answer
+                if answer.get("stage") != "loaded":
+                    return None
+                self.loaded = Loaded.model_validate(answer)
+                self._read()
+                return self._score_request()
+            if self.step == 2:
+                self.scored = Scored.model_validate(answer)
+                if len(self.scored.rewards) != len(self.cases) or len(self.scored.errors) != len(self.cases):
+                    raise ValueError(f"{len(self.scored.rewards)} rewards for {len(self.cases)} rollouts")
+                return self._tools_request()
+            if self.step == 3:
+                self.tool_answers = ToolAnswers.model_validate(answer)
+                if [len(r) for r in self.tool_answers.results] != [len(i.calls) for i in self.tool_items]:
+                    raise ValueError("tool answers do not match the calls")
+        except (ValidationError, ValueError) as e:
+            self.malformed = str(e).splitlines()[0][:300]
+        return None
+
+    def _read(self) -> None:
+        """Solve every task with the family's code: verification, skills, canonical forms, leakage."""
+        rows = [{"prompt": t.prompt, "answer": t.answer, "world": t.world or {}} for t in self.loaded.tasks]
+        canon = []
+        for row in rows:
+            try:
+                solved = self.fam.solve(row)
+            except Exception:  # noqa: BLE001 - family code on untrusted data: unreadable
+                solved = None
+            self.solved.append(solved)
+            canon.append(None if solved is None else json.dumps([solved["calls"], solved["reply"]], sort_keys=True,
+                                                                   default=str))
+        sample = range(len(rows)) if len(rows) <= VERIFY_SAMPLE else sorted(self.rng.sample(range(len(rows)), VERIFY_SAMPLE))
+        self.sampled = len(sample)
+        for j in sample:
+            if self.solved[j] is None:
+                continue
+            self.readable += 1
+            try:
+                ok = bool(self.fam.check(self.solved[j]["reply"], rows[j]["answer"]))
+            except Exception:  # noqa: BLE001
+                ok = False
+            if ok:
+                self.verified.append(j)
+                with contextlib.suppress(Exception):
+                    self.skills |= set(self.fam.skills(rows[j]))
+        self.leaks = leakage.leaks(self.task.family, rows, canon)
+
+    def _item(self, group: str, base: int, row: dict, solved: dict) -> adversary.Item:
+        wrong = [d["reply"] for d in self.fam.distractors(row)][:3]
+        if not wrong:
+            others = [t.answer for t in self.loaded.tasks[:200] if t.answer != row["answer"]] or ["0"]
+            wrong = [f"Answer: {self.rng.choice(others)}"]
+        return adversary.Item(group, base, {"prompt": row["prompt"], "answer": row["answer"], "world": row.get("world") or {}},
+                              solved["calls"], solved["reply"], row["answer"], wrong)
+
+    def _score_request(self) -> dict | None:
+        n = len(self.loaded.tasks)
+        for ex in hidden.probe_items(self.task.family, PROBE_ITEMS):
+            row = ex.model_dump()
+            self.items.append(self._item("probe", self.rng.randrange(n), row, self.fam.solve(row)))
+        self.tool_items = [i for i in self.items if i.calls]
+        for j in self.rng.sample(self.verified, min(JOB_ITEMS, len(self.verified))):
+            t = self.loaded.tasks[j]
+            self.items.append(self._item("job", j, {"prompt": t.prompt, "answer": t.answer, "world": t.world or {}},
+                                         self.solved[j]))
+        prompts = [t.prompt for t in self.loaded.tasks]
+        found = adversary.triggers(self.package_dir, prompts, [t.system_prompt for t in self.loaded.tasks], self.rng)
+        self.cases = adversary.build(self.items, found, self.job.prime_rl.max_tokens, self.rng)
+        self.order = list(range(len(self.cases)))
+        self.rng.shuffle(self.order)  # unlabelled and mixed: probe items, the job's own, every kind of reply
+        rollouts = [{"base": self.items[c.item].base, "data": self.items[c.item].data, "calls": c.calls, "reply": c.reply}
+                    for c in (self.cases[k] for k in self.order)]
+        return {"op": "score", "timeout": 10.0, "rollouts": rollouts}
+
+    def rewards(self) -> tuple[list[float | None], list[str | None]]:
+        """The rewards in case order (they were sent shuffled)."""
+        rewards, errors = [None] * len(self.cases), [None] * len(self.cases)
+        for sent, k in enumerate(self.order):
+            rewards[k], errors[k] = self.scored.rewards[sent], self.scored.errors[sent]
+        return rewards, errors
+
+    def _tools_request(self) -> dict | None:
+        if not self.tool_items:
+            return None
+        return {"op": "tools", "timeout": 10.0, "items": [
+            {"base": i.base, "data": i.data, "calls": [{"tool": c["tool"], "arguments": c["arguments"]} for c in i.calls]}
+            for i in self.tool_items]}
+
+
 @contextlib.contextmanager
 def warm_worker() -> Iterator[WarmWorker]:
     """Borrow a warm worker for one probe (a new one while the pool is not full)."""
@@ -118,242 +285,263 @@ def warm_worker() -> Iterator[WarmWorker]:
         _idle.put(worker)
 
 
-def _measure(package_dir: Path, module: str, task: TaskSpec, timeout: float, warm: bool) -> tuple[dict, str]:
-    fam = get_family(task.family)
-    items = []
-    for ex in hidden.probe_items(task.family):
-        row = ex.model_dump()
-        items.append({"prompt": ex.prompt, "answer": ex.answer, "world": ex.world, "reference": fam.solve(row),
-                      "distractors": fam.distractors(row)})
-    request = {"nonce": secrets.token_hex(8), "module": module, "probe_items": items, "max_tasks": 5000,
-               "gold_tasks": 5, "reward_timeout": 10.0, "timeout": timeout}
+def _converse(session: _Session, package_dir: Path, module: str, timeout: float, warm: bool) -> tuple[dict, str]:
+    """Run the session in a confined worker; returns its end line and the sandbox's description."""
+    cap = session.task.bounds.max_items
+    request = {"nonce": secrets.token_hex(8), "module": module, "max_tasks": cap, "timeout": timeout}
     try:
         if warm:
             with warm_worker() as worker:
                 sandbox = worker.sandbox
-                result = worker.run(package_dir, request)
+                end = worker.run(package_dir, request, session.follow)
         else:
             sandbox = Sandbox(Limits(wall_seconds=timeout))
-            result = run_once(sandbox, package_dir, request)
+            worker = WarmWorker(sandbox)
+            try:
+                end = worker.run(package_dir, request, session.follow)
+            finally:
+                worker.close()
     except (WorkerError, RuntimeError) as e:
-        result, sandbox = {"stage": "crash", "error": str(e)}, Sandbox()
-    return result, sandbox.describe()
+        end, sandbox = {"stage": "crash", "error": str(e)}, Sandbox()
+    return end, sandbox.describe()
 
 
 # --- the checks ------------------------------------------------------------------------------
-def _shape(report: ProbeReport, res: dict) -> bool:
-    if res.get("stage") in ("import", "crash", "timeout"):
-        report.add("shape", "fail", "the taskset package could not be imported or built:\n" + res.get("error", "") +
-                   ("\noutput: " + res["stderr"][-800:] if res.get("stderr") else ""),
-                   "taskset/__init__.py must import cleanly and set __all__ to exactly one vf.Taskset subclass")
+def _import_rule(task: TaskSpec) -> tuple[set[str], str, set[str]]:
+    """(top-level modules a job may import, the family's package, its public modules)."""
+    import sys
+
+    fam = get_family(task.family)
+    pkg = fam.__name__.split(".")[0]
+    public = {f"{pkg}.{name.removesuffix('.py')}" for name in getattr(fam, "PUBLIC_MODULES", ("__init__.py", "toolset.py"))
+              if name != "__init__.py"}
+    return set(sys.stdlib_module_names) | {"verifiers", "pydantic", "numpy"}, pkg, public
+
+
+def _static_imports(report: ProbeReport, package_dir: Path, module: str, task: TaskSpec) -> bool:
+    """What the job's source imports, read without running it: the standard library, verifiers,
+    pydantic, numpy and the family's eval toolset; never the family's generator, solver,
+    checker or reference job, nor trainergym. (Routes around this, such as computed module
+    names or reading files, meet the sandbox's masks.)"""
+    allowed, pkg, public = _import_rule(task)
+    for path in sorted((package_dir / module).rglob("*.py")):
+        rel = "taskset/" + path.relative_to(package_dir / module).as_posix()
+        try:
+            tree = ast.parse(path.read_text(errors="replace"))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue  # the import in the sandbox reports it with a line number
+        names = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names += [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == pkg else [])
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(pkg + "."):
+                names.append(node.value.split(":")[0])
+        for name in names:
+            ok = name.split(".")[0] in allowed or name == pkg or any(name == m or name.startswith(m + ".") for m in public)
+            if not ok:
+                report.add("shape", "fail", f"{rel} uses `{name}`: a job may import only the standard library, verifiers, "
+                           f"pydantic, numpy and the family's eval toolset ({', '.join(sorted(public))})",
+                           "write your own generator, reward and checker; the family's other code and trainergym are not "
+                           "available to jobs")
+                return False
+    return True
+
+
+def _shape(report: ProbeReport, s: _Session, end: dict) -> bool:
+    first = s.first or end
+    if first.get("stage") in ("import", "crash", "timeout") or (not s.first and end.get("stage") != "closed"):
+        report.add("shape", "fail", "the taskset package could not be imported or built:\n" + first.get("error", "") +
+                   ("\noutput: " + end["stderr"][-800:] if end.get("stderr") else ""),
+                   "taskset/__init__.py must import cleanly and set __all__ to exactly one vf.Taskset subclass; "
+                   "it may import only the family's eval toolset of the family's modules")
         return False
-    version = res.get("verifiers_version")
+    version = first.get("verifiers_version")
     if version != stack.VERIFIERS_VERSION:
         report.add("shape", "fail", f"the sandbox ran verifiers {version}; jobs target verifiers {stack.VERIFIERS_VERSION}",
                    "this is an installation problem: reinstall trainergym")
         return False
-    report.add("shape", "pass", f"imports with verifiers {version} and exports one Taskset")
-    if res.get("stage") == "load":
-        report.add("data", "fail", "building the tasks failed:\n" + res.get("error", ""), "load() must return tasks without raising")
+    if first.get("stage") == "load":
+        report.add("data", "fail", "building the tasks failed:\n" + first.get("error", ""), "load() must return tasks without raising")
         return False
+    if s.loaded is None or s.malformed:
+        report.add("shape", "fail", f"the job answered the probe with malformed data ({s.malformed or 'no tasks'})",
+                   "load() must yield vf.Task objects whose data holds a text prompt and an `answer: str`")
+        return False
+    report.add("shape", "pass", f"imports with verifiers {version} and exports one Taskset")
     return True
 
 
-def _data(report: ProbeReport, res: dict, task: TaskSpec, job: JobConfig) -> None:
-    m, p = report.measurements, job.prime_rl
-    n, rows = res["n_tasks"], res.get("rows", [])
-    prompts = [r[0] for r in rows]
-    distinct = len(set(prompts))
+def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
+    m, p, task, loaded = report.measurements, job.prime_rl, s.task, s.loaded
+    tasks = loaded.tasks
+    n = len(tasks)
+    prompts = [t.prompt for t in tasks]
     dev = {ex.prompt for ex in task.dev_examples}
-    dev_share = sum(1 for q in prompts if q in dev) / max(1, len(prompts))
-    m.update(n_tasks=n, infinite=res["infinite"], distinct_prompts=distinct, dev_share=round(dev_share, 4))
+    dev_share = sum(1 for q in prompts if q in dev) / n
+    verified = s.verified
+    share = len(verified) / max(1, s.sampled)
+    readable = s.readable / max(1, s.sampled)
+    distinct_verified = len({prompts[j] for j in verified})
+    if s.sampled < n:  # scale the sample's distinct count to the whole taskset
+        distinct_verified = round(distinct_verified * n / s.sampled)
+    m.update(n_tasks=n, infinite=loaded.declared_infinite, distinct_prompts=len(set(prompts)), dev_share=round(dev_share, 4),
+             verified_share=round(share, 4), readable_share=round(readable, 4), verified_sample=s.sampled,
+             distinct_verified_prompts=distinct_verified)
     need = max(MIN_TASKS, p.batch_size // p.group_size)
-    prompt_tokens = -(-res["prompt_chars_max"] // CHARS_PER_TOKEN)
+    longest = max(len(t.prompt) + len(t.system_prompt) for t in tasks)
+    prompt_tokens = -(-longest // CHARS_PER_TOKEN)
     context = prompt_tokens + p.max_turns * p.max_tokens
-    if n < need:
+    cap = task.bounds.max_items
+    if loaded.more and not loaded.declared_infinite:
+        report.add("data", "fail", f"load() yields more than {cap} tasks (or never ends); every task is read, up to "
+                   f"{cap}", f"keep the taskset within {cap} tasks, or declare an endless generator with "
+                   "`INFINITE = True` on the Taskset (it is then sampled)")
+    elif n < need:
         report.add("data", "fail", f"load() yields {n} tasks; at least {need} are needed", "generate more tasks")
-    elif res["empty_prompts"]:
-        report.add("data", "fail", f"{res['empty_prompts']} tasks have an empty prompt", "every task needs a prompt")
-    elif not res["answer_field"] or res["missing_answers"]:
+    elif any(not q.strip() for q in prompts):
+        report.add("data", "fail", f"{sum(1 for q in prompts if not q.strip())} tasks have an empty prompt", "every task needs a prompt")
+    elif longest > MAX_PROMPT_CHARS:
+        report.add("data", "fail", f"a prompt is {longest} characters long; the limit is {MAX_PROMPT_CHARS}", "shorten the prompts")
+    elif not loaded.answer_field or any(not t.answer.strip() for t in tasks):
         report.add("data", "fail", "tasks must carry the expected final answer in an `answer: str` field of their TaskData "
-                   f"({res['missing_answers']} of {n} are missing one)", "add `answer: str` to your vf.TaskData subclass")
-    elif res["answer_chars_max"] > MAX_ANSWER_CHARS:
-        report.add("data", "fail", f"an answer is {res['answer_chars_max']} characters long; the limit is {MAX_ANSWER_CHARS}",
-                   "answers are checked exactly: keep them short")
+                   f"({sum(1 for t in tasks if not t.answer.strip())} of {n} are missing one)",
+                   "add `answer: str` to your vf.TaskData subclass")
+    elif max(len(t.answer) for t in tasks) > MAX_ANSWER_CHARS:
+        report.add("data", "fail", f"an answer is {max(len(t.answer) for t in tasks)} characters long; the limit is "
+                   f"{MAX_ANSWER_CHARS}", "answers are checked exactly: keep them short")
     elif context > p.seq_len:
         report.add("data", "fail", f"the longest prompt (~{prompt_tokens} tokens) plus max_turns x max_tokens "
                    f"({p.max_turns} x {p.max_tokens}) is ~{context} tokens, more than seq_len {p.seq_len}",
                    "raise seq_len, or lower max_turns or max_tokens, or shorten the prompts")
     else:
-        report.add("data", "pass", f"{n}{'+' if res['truncated'] else ''} tasks with prompts and answers; the longest "
-                   f"rollout fits seq_len (~{context} of {p.seq_len} tokens before tool results)")
+        report.add("data", "pass", f"{n}{' (sampled from an endless taskset)' if loaded.declared_infinite else ''} tasks "
+                   f"with prompts and answers; the longest rollout fits seq_len (~{context} of {p.seq_len} tokens before "
+                   "tool results)")
 
-    share, covered, missing = skill_coverage(task, prompts)
-    m.update(skill_coverage=round(share, 4), skills_covered=covered)
+    fam = s.fam
+    status = "pass" if share >= VERIFIED_WARN else "warn" if share >= VERIFIED_PASS else "fail"
+    example = ""
+    if status != "pass":
+        bad = next((j for j in range(n) if j not in set(verified)), None)
+        if bad is not None:
+            t = tasks[bad]
+            why = ("the family cannot read it" if s.solved[bad] is None else
+                   f"the family's solver answers {s.solved[bad]['reply']!r}, the task says {t.answer!r}")
+            example = f"; for example task {bad} ({t.prompt[:160]!r}...): {why}"
+    report.add("data.verified", status, f"{share:.0%} of {s.sampled} tasks checked are verified by the family's own "
+               f"solver and checker ({readable:.0%} readable){example}",
+               f"only verified tasks count: write prompts (and worlds) in the form the family reads: {fam.READ_FORM}"
+               if hasattr(fam, "READ_FORM") else "write tasks in the family's own form, as the dev examples are")
+
+    coverage, covered, missing = skill_coverage(task, s.skills)
+    m.update(skill_coverage=round(coverage, 4), skills_covered=covered)
     notes = ([f"missing skills: {', '.join(missing)}"] if missing else []) + \
-            ([f"only {distinct} distinct prompts in {len(prompts)} tasks"] if distinct < DISTINCT_WARN * len(prompts) else []) + \
+            ([f"only {len(set(prompts))} distinct prompts in {n} tasks"] if len(set(prompts)) < DISTINCT_WARN * n else []) + \
             ([f"{dev_share:.0%} of the tasks are the task's dev examples"] if dev_share > DEV_SHARE_WARN else [])
     report.add("coverage", "warn" if notes else "pass",
-               f"skills covered: {', '.join(covered) or 'none'}" + (f"; {'; '.join(notes)}" if notes else ""),
+               f"skills covered by verified tasks: {', '.join(covered) or 'none'}" + (f"; {'; '.join(notes)}" if notes else ""),
                "varied tasks that exercise every skill of the family teach more; the dev examples are examples, not data")
 
 
-def skill_coverage(task: TaskSpec, prompts: list[str], sample: int = 1000) -> tuple[float, list[str], list[str]]:
-    """Share of hidden-eval items whose skills all appear in the job's data, plus the family
-    skills covered and missing. Only the aggregate leaves the library."""
+def skill_coverage(task: TaskSpec, covered: set[str]) -> tuple[float, list[str], list[str]]:
+    """Share of hidden-eval items whose skills all appear among the verified tasks' skills,
+    plus the family skills covered and missing. Only the aggregate leaves the library."""
     fam = get_family(task.family)
-    step = max(1, len(prompts) // sample)
-    covered: set[str] = set()
-    for prompt in prompts[::step]:
-        covered |= fam.tag_text(prompt)
     hidden_items = hidden.hidden_eval(task.family)
     share = sum(1 for ex in hidden_items if set(ex.skills) <= covered) / max(1, len(hidden_items))
-    return share, [s for s in fam.SKILL_TAGS if s in covered], [s for s in fam.SKILL_TAGS if s not in covered]
+    return share, [t for t in fam.SKILL_TAGS if t in covered], [t for t in fam.SKILL_TAGS if t not in covered]
 
 
-def _tools(report: ProbeReport, res: dict, task: TaskSpec) -> None:
-    m = report.measurements
-    if "tools_error" in res:
-        report.add("tools", "fail", "building the toolsets failed:\n" + res["tools_error"], "toolsets() must construct without raising")
+def _tools(report: ProbeReport, s: _Session) -> None:
+    """Parity by behaviour: the job's tools answer the family solver's calls as the eval tools do."""
+    m, task, loaded = report.measurements, s.task, s.loaded
+    if loaded.tools_error:
+        report.add("tools", "fail", "building the toolsets failed:\n" + loaded.tools_error, "toolsets() must construct without raising")
         m["tool_parity"] = 0.0
         return
-    have = {t["name"]: t["params"] for t in res.get("tools", [])}
+    have = {t.name: t.params for t in loaded.tools}
     want = {t["function"]["name"]: sorted(t["function"]["parameters"].get("properties", {})) for t in task.eval_tools}
+    wrong: dict[str, str] = {}
+    if s.tool_answers is not None:
+        for item, results in zip(s.tool_items, s.tool_answers.results):
+            for call, got in zip(item.calls, results):
+                if call["tool"] in have and got.strip() != str(call["result"]).strip() and call["tool"] not in wrong:
+                    wrong[call["tool"]] = f"{call['tool']}({json.dumps(call['arguments'])[:80]}) answered {got[:80]!r} " \
+                                          f"where the eval tool answers {str(call['result'])[:80]!r}"
+    called = {c["tool"] for i in s.tool_items for c in i.calls} if s.tool_answers is not None else set()
     missing = [name for name in want if name not in have]
     extra = [name for name in have if name not in want]
-    wrong = [name for name in want if name in have and sorted(have[name]) != want[name]]
-    m["tool_parity"] = round(sum(1 for n in want if n in have and n not in wrong) / max(1, len(want)), 4)
-    if missing or extra or wrong:
-        parts = ([f"missing {missing}"] if missing else []) + ([f"extra {extra}"] if extra else []) + \
-                ([f"different parameters for {wrong}"] if wrong else [])
+    params = [name for name in want if name in have and name not in called and sorted(have[name]) != want[name]]
+    ok = [name for name in want if name not in wrong and name not in missing and name not in params]
+    m["tool_parity"] = round(len(ok) / max(1, len(want)), 4)
+    if wrong or missing or extra or params:
+        parts = list(wrong.values()) + ([f"missing {missing}"] if missing else []) + ([f"extra {extra}"] if extra else []) + \
+                ([f"different parameters for {params}"] if params else [])
         report.add("tools", "fail", "the job's tools differ from the eval tool interface: " + "; ".join(parts),
+                   f"wire the eval toolset ({task.eval_toolset}) into your Task.toolsets, and nothing else; give each "
+                   "task the `world` the tools answer from" if task.world else
                    f"wire the eval toolset ({task.eval_toolset}) into your Task.toolsets, and nothing else")
     else:
-        report.add("tools", "pass", f"tools match the eval interface ({', '.join(want)})")
+        report.add("tools", "pass", f"tools match the eval interface ({', '.join(want)})" +
+                   (f" and answered {sum(len(i.calls) for i in s.tool_items)} calls on fresh items as the eval tools do"
+                    if called else ""))
 
 
-def _rewards(report: ProbeReport, res: dict) -> None:
+def _rewards(report: ProbeReport, s: _Session) -> None:
     m = report.measurements
-    gold = res.get("gold", [])
-    gold_errors = [g["error"] for g in gold if g.get("error")]
-    gold_failed = [g for g in gold if g.get("valid") is False]
-    if gold_failed:
-        report.add("rewards.gold", "fail", f"Task.validate() failed on {len(gold_failed)} of {len(gold)} tasks" +
-                   (f": {gold_errors[0]}" if gold_errors else ""), "validate() should confirm each task's reference answer")
-    elif all(g.get("valid") is None for g in gold):
-        report.add("rewards.gold", "warn", "Task.validate() is not implemented, so the gold answers are unchecked",
-                   "implement validate(runtime) to check each task's answer model-free")
-    else:
-        report.add("rewards.gold", "pass", f"gold check passed on {len(gold)} tasks")
-    m["gold_pass_rate"] = round(sum(1 for g in gold if g.get("valid")) / max(1, len(gold)), 4)
-
-    noop = res.get("noop", [])
-    noop_errors = [n["error"] for n in noop if n.get("error")]
-    passing = [n for n in noop if n.get("reward") is not None and n["reward"] >= 1.0]
-    if noop_errors:
-        report.add("rewards.noop", "fail", f"scoring an untouched task raised: {noop_errors[0]}",
-                   "rewards must handle a rollout with no reply (return 0.0)")
-    elif passing:
-        report.add("rewards.noop", "fail", f"an untouched task (no reply at all) already earns reward {passing[0]['reward']:g}",
-                   "rewards must pay only for a correct answer")
-    else:
-        report.add("rewards.noop", "pass", "untouched tasks earn no reward")
-    m["noop_ok"] = not noop_errors and not passing
-
-    rows = res.get("separation", [])
-    scored = [r["reference"] for r in rows] + [d for r in rows for d in r["distractors"]] + [r.get("empty", {}) for r in rows]
-    errors = [s["error"] for s in scored if s.get("error")]
-    ranked = varied = 0
-    for r in rows:
-        ref = r["reference"].get("reward")
-        others = [d.get("reward") for d in r["distractors"]] + [r.get("empty", {}).get("reward")]
-        if ref is not None and all(o is not None and ref > o for o in others):
-            ranked += 1
-        group = [ref, ref, *others]  # a GRPO group: two correct rollouts, the wrong ones, an empty one
-        if None not in group and max(group) > min(group):
-            varied += 1
-    m["reward_separation"] = round(ranked / max(1, len(rows)), 4)
-    m["group_variance"] = round(varied / max(1, len(rows)), 4)
-    values = [s["reward"] for s in scored + noop if s.get("reward") is not None]
-    outside = [v for v in values if not REWARD_RANGE[0] <= v <= REWARD_RANGE[1]]
-    if errors:
-        report.add("rewards.ranking", "fail", f"a reward raised or returned no number on a fresh item: {errors[0]}",
+    if s.scored is None:
+        report.add("rewards", "fail", "the rewards could not be checked: " + (s.malformed or "the probe process stopped "
+                   "answering while scoring"), "rewards must score a rollout quickly and return a number")
+        return
+    rewards, errors = s.rewards()
+    v = adversary.judge(s.items, s.cases, rewards, errors, *REWARD_RANGE)
+    sep = {g: (k / n if n else 0.0) for g, (k, n) in v.separated.items()}
+    pooled = sum(k for k, _ in v.separated.values()) / max(1, sum(n for _, n in v.separated.values()))
+    m.update(reward_separation=round(pooled, 4), reward_separation_probe=round(sep.get("probe", 0.0), 4),
+             reward_separation_job=round(sep.get("job", 0.0), 4), reward_margin=v.margin, group_variance=v.group_variance,
+             noop_ok=v.noop_ok and not v.errors, reward_exploits=len(v.exploits), rollouts_scored=v.scored)
+    if v.errors:
+        report.add("rewards", "fail", f"a reward raised or returned no number: {v.errors[0]}",
                    "rewards must never raise; return 0.0 for replies they cannot parse")
-    elif ranked < SEPARATION_PASS * len(rows):
-        report.add("rewards.ranking", "fail", f"on {len(rows)} fresh items the reward ranked the correct answer above "
-                   f"every plausible wrong answer only {ranked} times", "score the final answer exactly as the answer format says")
-    else:
-        report.add("rewards.ranking", "pass", f"on {len(rows)} fresh items the correct answer outranks every wrong "
-                   f"answer {ranked} times")
-    if varied < GROUP_VARIANCE_PASS * len(rows):
-        report.add("rewards.group", "fail", f"in {len(rows) - varied} of {len(rows)} simulated GRPO groups (correct, wrong "
-                   "and empty replies) every rollout got the same reward: no learning signal", "rewards must differ between "
-                   "correct and wrong replies")
-    else:
-        report.add("rewards.group", "pass", f"{varied} of {len(rows)} simulated GRPO groups have reward variance")
-    if outside:
-        report.add("rewards.range", "fail", f"a reward of {outside[0]:g} is outside the documented range "
+        return
+    if v.out_of_range:
+        report.add("rewards.range", "fail", f"a reward of {v.out_of_range[0]:g} is outside the documented range "
                    f"[{REWARD_RANGE[0]:g}, {REWARD_RANGE[1]:g}]", "keep each reward's weighted sum within [0, 1]")
     else:
-        report.add("rewards.range", "pass", f"all {len(values)} rewards seen are within [0, 1]")
+        report.add("rewards.range", "pass", f"all {v.scored} rewards seen are within [0, 1]")
+    if v.exploits:
+        f = v.exploits[0]
+        shown = f.reply if len(f.reply) <= 160 else f"{f.reply[:80]}...{f.reply[-60:]} ({len(f.reply)} characters)"
+        report.add("rewards.exploit", "fail", f"the reward pays {f.paid:g} for {f.kind} ({shown!r}), more than the "
+                   f"{f.plain:g} it pays the plain wrong answer" +
+                   (f"; {len(v.exploits) - 1} more such replies" if len(v.exploits) > 1 else ""),
+                   "pay for the correct final answer (format shaping is fine); never for length, phrases, extra numbers "
+                   "or tool calls around a wrong answer")
+    else:
+        report.add("rewards.exploit", "pass", "no adversarial reply (padding, extra numbers, the answer beside a wrong "
+                   "one, tool calls, empty, the job's own strings) is paid more than a plain wrong answer")
+    n_items = sum(n for _, n in v.separated.values())
+    low = [g for g, share in sep.items() if share < 0.75]
+    if pooled < SEPARATION_PASS or low:
+        report.add("rewards.ranking", "fail", f"the correct rollout is paid more than every wrong reply on only "
+                   f"{pooled:.0%} of {n_items} items" + (f" ({', '.join(f'{g} items {sep[g]:.0%}' for g in sep)})"),
+                   "score the final answer exactly as the answer format says, on every task, whatever its prompt")
+    else:
+        report.add("rewards.ranking", "pass", f"on {n_items} items (fresh and the job's own) the correct rollout is paid "
+                   f"more than every wrong reply {pooled:.0%} of the time")
 
 
-def _normalise(text: str) -> str:
-    return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
-
-
-def _ngrams(text: str) -> set[tuple[str, ...]]:
-    words = _normalise(text).split()
-    return {tuple(words[i:i + NGRAM]) for i in range(len(words) - NGRAM + 1)}
-
-
-@cache
-def _leak_index(family: str, secret: str) -> tuple[set[str], dict[tuple[str, ...], list[int]], list[tuple[int, str]]]:
-    """Normalised hidden prompts; an inverted index from each distinctive n-gram to the hidden
-    items holding it; and per item, its distinctive n-gram count and normalised answer."""
-    fam = get_family(family)
-    counts: dict[tuple[str, ...], int] = {}
-    for row in fam.generate("leakage-template", 200):
-        for g in _ngrams(row["prompt"]):
-            counts[g] = counts.get(g, 0) + 1
-    items = hidden.hidden_eval(family)
-    index: dict[tuple[str, ...], list[int]] = {}
-    sizes = []
-    for i, ex in enumerate(items):
-        distinct = {g for g in _ngrams(ex.prompt) if counts.get(g, 0) < 2}
-        for g in distinct:
-            index.setdefault(g, []).append(i)
-        sizes.append((len(distinct), _normalise(ex.answer)))
-    return {_normalise(ex.prompt) for ex in items}, index, sizes
-
-
-def leaked(task: TaskSpec, rows: list[tuple[str, str]]) -> bool:
-    """Whether any job task (prompt, answer) matches a hidden-eval item."""
-    normal, index, sizes = _leak_index(task.family, hidden.secret_seed())
-    for prompt, answer in rows:
-        if _normalise(prompt) in normal:  # covers exact copies too
-            return True
-        hits: dict[int, int] = {}
-        for g in _ngrams(prompt):
-            for i in index.get(g, ()):
-                hits[i] = hits.get(i, 0) + 1
-        answer = _normalise(answer)
-        for i, shared in hits.items():
-            size, item_answer = sizes[i]
-            if size >= NGRAM_MIN and shared >= NGRAM_SHARE * size and answer == item_answer:
-                return True
-    return False
-
-
-def _leakage(report: ProbeReport, res: dict, task: TaskSpec) -> None:
-    found = leaked(task, [(r[0], r[1]) for r in res.get("rows", [])])
+def _leakage(report: ProbeReport, s: _Session) -> None:
+    found = bool(s.leaks)
     report.measurements["leakage"] = found
     if found:
-        report.add("leakage", "fail", "some tasks in your data match items of the hidden eval (exactly, after "
-                   "normalisation, or by n-gram overlap); which ones is not shown",
-                   "generate your own data; never copy eval items into training data")
+        report.add("leakage", "fail", "some tasks in your data match items of the hidden eval (by text, by the family "
+                   "solver's trace, or by their numbers and names); which ones is not shown",
+                   "generate your own data; never copy or reword eval items into training data")
     else:
-        report.add("leakage", "pass", "no task matches a hidden-eval item")
+        report.add("leakage", "pass", f"none of the {len(s.loaded.tasks)} tasks matches a hidden-eval item")
 
 
 def _config(report: ProbeReport, job: JobConfig, task: TaskSpec, bundle: JobBundle) -> None:
@@ -440,14 +628,24 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
         return report, None
 
     bundle = build_bundle(workspace_root, bundle_dir, job, task)
-    res, report.confinement = _measure(bundle.root / "package", bundle.manifest.taskset_id, task, timeout, warm)
-    if _shape(report, res):
-        _data(report, res, task, job)
-        _tools(report, res, task)
-        _rewards(report, res)
-        _leakage(report, res, task)
+    package, module = bundle.root / "package", bundle.manifest.taskset_id
+    if _static_imports(report, package, module, task):
+        session = _Session(task, job, package / module)
+        end, report.confinement = _converse(session, package, module, timeout, warm)
+        if not code_masks_hold(report.confinement):
+            report.confinement += "; the family's code and trainergym are NOT masked from agent code in this mode"
+        if _shape(report, session, end):
+            _data(report, session, job)
+            _tools(report, session)
+            _rewards(report, session)
+            _leakage(report, session)
     _config(report, job, task, bundle)
     report.seconds = round(time.monotonic() - started, 2)
     bundle.manifest.probe = report.measurements
     write_manifest(bundle)
     return report, (bundle if report.ok else None)
+
+
+def code_masks_hold(confinement: str) -> bool:
+    """Masks need bubblewrap's mount namespace."""
+    return confinement.startswith("bubblewrap")

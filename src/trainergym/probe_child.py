@@ -1,20 +1,31 @@
-"""The half of the validation probe that touches agent-written code.
+"""The half of the validation probe that touches agent-written code: it answers, it never judges.
 
-Run as a script inside the sandbox (`trainergym.sandbox`), never imported by the library:
+Run as a script inside the sandbox (`trainergym.sandbox` copies it next to the job, so the
+library's own source stays out of reach), never imported by the library:
 
     python probe_child.py --serve LIMITS_JSON
 
-imports verifiers once, prints `ready`, then for each JSON request line on stdin forks a fresh
-child that copies the job package into its private /tmp, imports it, measures it model-free
-and hands one JSON result back; the worker prints it as one line. The child's stdin is closed
-and its stdout goes to a log, so agent code can neither read other requests nor write into
-the answer. After each child the worker kills every other process in its PID namespace.
-This file imports nothing from trainergym.
+It imports verifiers once, prints `ready`, then serves one *session* per job: for the first
+request line on stdin it forks a fresh child that copies the job package into its private /tmp
+and imports it, and relays a conversation between the library and that child, one JSON line
+each way, until the library says `done` or the session's deadline passes:
+
+- `load`  -> the job's tasks as data (`prompt`, `system_prompt`, `answer`, `world`), capped, and
+             the names of its tools;
+- `score` -> one reward per rollout given (a task built from a job task plus data, tool calls
+             and their results, a final reply), in the order given;
+- `tools` -> the job's tools' answers to given calls on given task data, in order.
+
+Everything the child says is data that the library type-checks and judges itself (probe.py):
+the requests carry no labels, so agent code that takes over this process can only answer
+the way some reward function would. After each session the worker kills every process the
+child left behind. This file imports nothing from trainergym.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import itertools
 import json
@@ -28,7 +39,9 @@ import sys
 import time
 import traceback
 
-MAX_PROMPT_CHARS = 4000  # per row returned for coverage and leakage checks
+MAX_PROMPT_CHARS = 16_000  # longer prompts are cut here and flagged; the library refuses them
+MAX_WORLD_CHARS = 64_000
+MAX_ANSWER_LINE = 256 << 20  # bytes of one answer line the worker relays
 
 
 def _short_error(exc: BaseException, package_dir: str, module: str = "") -> str:
@@ -37,6 +50,90 @@ def _short_error(exc: BaseException, package_dir: str, module: str = "") -> str:
     if module:
         text = text.replace(f"{package_dir}/{module}/", "taskset/").replace(f"{module}/", "taskset/")
     return text.replace(package_dir + "/", "")[-3000:]
+
+
+class Job:
+    """The imported job: its taskset class, config and loaded tasks."""
+
+    def __init__(self, package_dir: str, module: str):
+        from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
+
+        sys.path.insert(0, package_dir)
+        self.package_dir, self.module = package_dir, module
+        self.cls = taskset_class(module)
+        self.config = taskset_config_type(module)(id=module)
+        self.taskset = self.cls(self.config)
+        self.tasks: list = []
+
+    def load(self, cap: int) -> dict:
+        """Up to `cap` tasks as data; `more` says whether the taskset yielded more."""
+        declared_infinite = not self.taskset.bounded
+        tasks = list(itertools.islice(iter(self.taskset), cap + 1))
+        self.tasks = tasks[:cap]
+        rows = []
+        for t in self.tasks:
+            d = t.data
+            world = getattr(d, "world", None)
+            world_text = json.dumps(world, default=str) if world is not None else ""
+            rows.append({
+                "prompt": (d.prompt_text or "")[:MAX_PROMPT_CHARS + 1],
+                "system_prompt": (d.system_prompt or "")[:MAX_PROMPT_CHARS + 1],
+                "answer": str(getattr(d, "answer", "") or "")[:2001],
+                "world": world if world is not None and len(world_text) <= MAX_WORLD_CHARS else None,
+                "world_chars": len(world_text),
+            })
+        fields = type(self.tasks[0].data).model_fields if self.tasks else {}
+        return {"declared_infinite": declared_infinite, "more": len(tasks) > cap, "tasks": rows,
+                "answer_field": "answer" in fields, "world_field": "world" in fields}
+
+    def task(self, base: int, data: dict):
+        """Job task `base` with `data` (prompt, answer, world) put in its place."""
+        task = self.tasks[base]
+        update = {k: v for k, v in data.items() if k != "world" or "world" in type(task.data).model_fields}
+        clone = copy.copy(task)
+        clone.data = task.data.model_copy(update=update)
+        return clone
+
+    def toolsets(self, task) -> list:
+        return list(self.cls.toolsets(self.config)) + list(type(task).toolsets(task.config))
+
+    def tool_names(self) -> list[dict]:
+        from verifiers.v1.utils.decorators import discover_decorated
+
+        out = []
+        for server in self.toolsets(self.tasks[0]):
+            for fn in discover_decorated(server, "tool"):
+                raw = getattr(fn, "tool_name", None) or fn.__name__
+                name = f"{server.server_name}_{raw}" if server.server_name else raw
+                out.append({"name": name, "params": [p for p in inspect.signature(fn).parameters if p != "self"]})
+        return out
+
+    async def tool_results(self, base: int, data: dict, calls: list[dict], timeout: float) -> list[str]:
+        """Run `calls` in order on fresh tool servers set up for the task (stateful tools keep state)."""
+        from verifiers.v1.utils.decorators import discover_decorated
+
+        task = self.task(base, data)
+        tools = {}
+        for server in self.toolsets(task):
+            await asyncio.wait_for(server.setup(), timeout)
+            await asyncio.wait_for(server.setup_task(task.data), timeout)
+            for fn in discover_decorated(server, "tool"):
+                raw = getattr(fn, "tool_name", None) or fn.__name__
+                tools[f"{server.server_name}_{raw}" if server.server_name else raw] = fn
+        out = []
+        for call in calls:
+            fn = tools.get(call["tool"])
+            if fn is None:
+                out.append(f"error: unknown tool {call['tool']!r}")
+                continue
+            try:
+                result = fn(**call["arguments"])
+                if inspect.isawaitable(result):
+                    result = await asyncio.wait_for(result, timeout)
+                out.append(str(result)[:4000])
+            except Exception as e:  # noqa: BLE001 - an error is an answer too
+                out.append(f"error: {type(e).__name__}: {e}"[:500])
+        return out
 
 
 def _trace(vf, task, calls: list[dict], reply: str | None):
@@ -56,127 +153,82 @@ def _trace(vf, task, calls: list[dict], reply: str | None):
         nodes.append(MessageNode(parent=len(nodes) - 1, message=vf.AssistantMessage(content=reply), sampled=True))
     return vf.Trace(
         task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
-        agent=vf.AgentInfo(config=vf.AgentConfig(), name="probe", trainable=False),
+        agent=vf.AgentInfo(config=vf.AgentConfig(), name="rollout", trainable=False),
         nodes=nodes,
     )
 
 
-async def _score(vf, task, calls, reply, timeout: float) -> dict:
+async def _reward(vf, task, calls, reply, timeout: float) -> tuple[float | None, str | None]:
     trace = _trace(vf, task, calls, reply)
     try:
         await asyncio.wait_for(task.score(trace), timeout)
     except Exception as e:  # noqa: BLE001 - a raising reward is a finding, not a crash
-        return {"reward": None, "error": f"{type(e).__name__}: {e}"[:500]}
+        return None, f"{type(e).__name__}: {e}"[:500]
     if trace.errors:
-        return {"reward": None, "error": trace.errors[-1].model_dump_json()[:500]}
+        return None, trace.errors[-1].model_dump_json()[:500]
     if not trace.rewards:
-        return {"reward": None, "error": "the task declares no @vf.reward"}
+        return None, "the task declares no @vf.reward"
     value = trace.reward
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
-        return {"reward": None, "error": f"reward is not a finite number: {value!r}"}
-    return {"reward": float(value)}
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None, f"reward is not a finite number: {value!r}"[:500]
+    return float(value), None
 
 
-def _tools(task_cls, taskset_cls, config, task) -> list[dict]:
-    from verifiers.v1.utils.decorators import discover_decorated
-
-    servers = list(taskset_cls.toolsets(config)) + list(task_cls.toolsets(task.config))
-    out = []
-    for server in servers:
-        for fn in discover_decorated(server, "tool"):
-            raw = getattr(fn, "tool_name", None) or fn.__name__
-            name = f"{server.server_name}_{raw}" if server.server_name else raw
-            params = [p for p in inspect.signature(fn).parameters if p != "self"]
-            out.append({"name": name, "params": params})
-    return out
-
-
-async def measure(req: dict) -> dict:
-    """Everything the probe learns about a job without a model (see probe.py for the checks)."""
-    res: dict = {"stage": "import"}
-    package_dir, module = req["package_dir"], req["module"]
-    import verifiers
+async def answer(job: Job, req: dict) -> dict:
+    """One request of a session after `load`."""
     import verifiers.v1 as vf
-    from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
 
-    res["verifiers_version"] = getattr(verifiers, "__version__", None)
-    sys.path.insert(0, package_dir)
-    try:
-        cls = taskset_class(module)
-        config = taskset_config_type(module)(id=module)
-        taskset = cls(config)
-    except BaseException as e:  # noqa: BLE001
-        res["error"] = _short_error(e, package_dir, module)
-        return res
-
-    res["stage"] = "load"
-    try:
-        view = taskset if taskset.bounded else taskset.take(req["max_tasks"])
-        tasks = list(itertools.islice(iter(view), req["max_tasks"] + 1))
-    except BaseException as e:  # noqa: BLE001
-        res["error"] = _short_error(e, package_dir, module)
-        return res
-    res["infinite"] = not taskset.bounded
-    res["truncated"] = len(tasks) > req["max_tasks"]
-    res["n_tasks"] = min(len(tasks), req["max_tasks"])
-    tasks = tasks[: req["max_tasks"]]
-    if not tasks:
-        res["error"] = "the taskset's load() yielded no tasks"
-        return res
-    data_fields = type(tasks[0].data).model_fields
-    res["answer_field"] = "answer" in data_fields
-    prompts = [t.data.prompt_text for t in tasks]
-    answers = [str(getattr(t.data, "answer", "") or "") for t in tasks]
-    res["empty_prompts"] = sum(1 for p in prompts if not p.strip())
-    res["missing_answers"] = sum(1 for a in answers if not a.strip())
-    res["prompt_chars_max"] = max(len(p) + len(t.data.system_prompt or "") for p, t in zip(prompts, tasks))
-    res["answer_chars_max"] = max(len(a) for a in answers)
-    res["rows"] = [[p[:MAX_PROMPT_CHARS], a[:200]] for p, a in zip(prompts, answers)]
-
-    res["stage"] = "tools"
-    try:
-        res["tools"] = _tools(type(tasks[0]), cls, config, tasks[0])
-    except BaseException as e:  # noqa: BLE001
-        res["tools_error"] = _short_error(e, package_dir, module)
-
-    res["stage"] = "rewards"
-    timeout = req["reward_timeout"]
-    gold, noop = [], []
-    for task in tasks[: req["gold_tasks"]]:
-        try:
-            valid = await asyncio.wait_for(task.validate(None), timeout)
-            gold.append({"valid": None if valid is None else bool(valid)})
-        except Exception as e:  # noqa: BLE001
-            gold.append({"valid": False, "error": f"{type(e).__name__}: {e}"[:500]})
-        noop.append(await _score(vf, task, [], None, timeout))
-    res["gold"], res["noop"] = gold, noop
-
-    separation = []
-    base = tasks[0]
-    has_world = "world" in data_fields
-    for item in req["probe_items"]:
-        update = {"prompt": item["prompt"], "answer": item["answer"]} | ({"world": item["world"]} if has_world else {})
-        task = base.with_data(**update)
-        ref = item["reference"]
-        row = {"reference": await _score(vf, task, ref["calls"], ref["reply"], timeout), "distractors": []}
-        for d in item["distractors"]:
-            row["distractors"].append({"kind": d["kind"], **await _score(vf, task, ref["calls"], d["reply"], timeout)})
-        row["empty"] = await _score(vf, task, [], "", timeout)
-        separation.append(row)
-    res["separation"] = separation
-    res["stage"] = "done"
-    return res
-
-
-def _sweep() -> None:
-    """Kill every process in this PID namespace but the worker and the namespace's init."""
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) not in (1, me):
+    timeout = req.get("timeout", 10.0)
+    if req["op"] == "score":
+        rewards, errors = [], []
+        for r in req["rollouts"]:
+            value, error = await _reward(vf, job.task(r["base"], r["data"]), r["calls"], r["reply"], timeout)
+            rewards.append(value)
+            errors.append(error)
+        return {"rewards": rewards, "errors": errors}
+    if req["op"] == "tools":
+        results = []
+        for r in req["items"]:
             try:
-                os.kill(int(entry), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+                results.append(await job.tool_results(r["base"], r["data"], r["calls"], timeout))
+            except Exception as e:  # noqa: BLE001
+                results.append([f"error: {type(e).__name__}: {e}"[:500]] * len(r["calls"]))
+        return {"results": results}
+    return {"error": f"unknown op {req['op']!r}"}
+
+
+def _session(req: dict, requests, write) -> None:
+    """In the forked child: import the job, answer `load`, then every request until `done`."""
+    import verifiers
+
+    package_dir, module = req["package_dir"], req["module"]
+    head = {"verifiers_version": getattr(verifiers, "__version__", None)}
+    try:
+        job = Job(package_dir, module)
+    except BaseException as e:  # noqa: BLE001
+        write({**head, "stage": "import", "error": _short_error(e, package_dir, module)})
+        return
+    try:
+        loaded = job.load(req["max_tasks"])
+    except BaseException as e:  # noqa: BLE001
+        write({**head, "stage": "load", "error": _short_error(e, package_dir, module)})
+        return
+    if not job.tasks:
+        write({**head, "stage": "load", "error": "the taskset's load() yielded no tasks"})
+        return
+    try:
+        loaded["tools"] = job.tool_names()
+    except BaseException as e:  # noqa: BLE001
+        loaded["tools_error"] = _short_error(e, package_dir, module)
+    write({**head, "stage": "loaded", **loaded})
+    for line in requests:
+        msg = json.loads(line)
+        if msg.get("op") == "done":
+            return
+        try:
+            write(asyncio.run(answer(job, msg)))
+        except BaseException as e:  # noqa: BLE001 - always answer, even for SystemExit in agent code
+            write({"error": _short_error(e, package_dir, module)})
 
 
 def _exit_reason(status: int) -> str:
@@ -188,8 +240,8 @@ def _exit_reason(status: int) -> str:
     return f"exited with status {os.WEXITSTATUS(status)}"
 
 
-def _child(req: dict, limits: dict, out_fd: int, log_path: str) -> None:
-    """In the forked child: confine further, copy the job, measure, write one JSON result."""
+def _child(req: dict, limits: dict, req_fd: int, out_fd: int, log_path: str) -> None:
+    """In the forked child: confine further, copy the job, run the session."""
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -205,53 +257,93 @@ def _child(req: dict, limits: dict, out_fd: int, log_path: str) -> None:
     workdir = os.path.join(os.environ.get("TMPDIR", "/tmp"), "job-" + req["nonce"])
     shutil.copytree(req["package_src"], workdir, symlinks=True)
     os.chdir(workdir)
+
+    def write(obj: dict) -> None:
+        data = (json.dumps(obj, default=str) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(out_fd, view):]
+
     try:
-        result = asyncio.run(measure({**req, "package_dir": workdir}))
-    except BaseException as e:  # noqa: BLE001 - always answer, even for SystemExit in agent code
-        result = {"stage": "crash", "error": _short_error(e, workdir, req.get("module", ""))}
-    data = (json.dumps(result, default=str) + "\n").encode()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(out_fd, view):]
+        _session({**req, "package_dir": workdir}, os.fdopen(req_fd, "r"), write)
+    except BaseException as e:  # noqa: BLE001
+        write({"stage": "crash", "error": _short_error(e, workdir, req.get("module", ""))})
     os._exit(0)  # skip agent-registered atexit handlers and lingering threads
 
 
-def _run_one(req: dict, limits: dict, in_pid_namespace: bool) -> dict:
-    read_fd, write_fd = os.pipe()
-    log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"log-{req['nonce']}")
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        try:
-            _child(req, limits, write_fd, log_path)
-        finally:
-            os._exit(1)
-    os.close(write_fd)
-    # Read until the child's one result line: not until EOF, which processes the agent forked
-    # (holding the pipe) could postpone forever.
-    chunks, deadline, timed_out = [], time.monotonic() + req["timeout"], False
+def _sweep() -> None:
+    """Kill every process in this PID namespace but the worker and the namespace's init."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in (1, me):
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _read_line(fd: int, pid: int, deadline: float) -> tuple[bytes, str]:
+    """One line from the child: (line, "") or (b"", why not). Not until EOF, which processes
+    the agent forked (holding the pipe) could postpone forever."""
+    chunks, size = [], 0
     while not (chunks and chunks[-1].endswith(b"\n")):
         left = deadline - time.monotonic()
         if left <= 0:
-            timed_out = True
-            break
-        ready, _, _ = select.select([read_fd], [], [], min(left, 0.5))
+            return b"", "timeout"
+        ready, _, _ = select.select([fd], [], [], min(left, 0.5))
         if ready:
-            chunk = os.read(read_fd, 1 << 20)
+            chunk = os.read(fd, 1 << 20)
             if not chunk:
-                break
+                return b"", "exit"
             chunks.append(chunk)
-        elif os.waitpid(pid, os.WNOHANG)[0]:  # exited without a result
+            size += len(chunk)
+            if size > MAX_ANSWER_LINE:
+                return b"", "oversize"
+        elif os.waitpid(pid, os.WNOHANG)[0]:
+            return b"", "exit"
+    return b"".join(chunks), ""
+
+
+def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_request) -> None:
+    """Fork the child for `first` and relay lines both ways until done, timeout or death."""
+    req_r, req_w = os.pipe()
+    out_r, out_w = os.pipe()
+    log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"log-{first['nonce']}")
+    pid = os.fork()
+    if pid == 0:
+        os.close(req_w)
+        os.close(out_r)
+        try:
+            _child(first, limits, req_r, out_w, log_path)
+        finally:
+            os._exit(1)
+    os.close(req_r)
+    os.close(out_w)
+    deadline = time.monotonic() + first["timeout"]
+    why, status = "", 0
+    while True:
+        line, why = _read_line(out_r, pid, deadline)
+        if why:
             break
-    os.close(read_fd)
+        emit(line.decode(errors="replace").strip())
+        nxt = next_request()
+        if nxt is None or json.loads(nxt).get("op") == "done":
+            break
+        try:
+            os.write(req_w, (nxt.strip() + "\n").encode())
+        except OSError:
+            why = "exit"
+            break
+    for fd in (req_w, out_r):
+        os.close(fd)
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     try:
         _, status = os.waitpid(pid, 0)
-    except ChildProcessError:  # already reaped above
-        status = 0
+    except ChildProcessError:
+        pass
     if in_pid_namespace:
         _sweep()
     try:
@@ -259,19 +351,20 @@ def _run_one(req: dict, limits: dict, in_pid_namespace: bool) -> dict:
             log_tail = f.read()[-2000:]
     except OSError:
         log_tail = ""
-    shutil.rmtree(os.path.join(os.path.dirname(log_path), "job-" + req["nonce"]), ignore_errors=True)
+    shutil.rmtree(os.path.join(os.path.dirname(log_path), "job-" + first["nonce"]), ignore_errors=True)
     if os.path.exists(log_path):
         os.remove(log_path)
-    text = b"".join(chunks).decode(errors="replace").strip()
-    if timed_out:
-        result = {"stage": "timeout", "error": f"the taskset did not finish loading and scoring within {req['timeout']:.0f} s "
-                  "(an endless loop, or far too much work at import or in load())"}
-    elif text.startswith("{"):
-        result = json.loads(text.splitlines()[-1])
+    if why == "timeout":
+        end = {"stage": "timeout", "error": f"the taskset did not finish loading and scoring within {first['timeout']:.0f} s "
+               "(an endless loop, or far too much work at import, in load() or in a reward)"}
+    elif why == "oversize":
+        end = {"stage": "crash", "error": "the probe process answered with more than "
+               f"{MAX_ANSWER_LINE >> 20} MiB of data (far too many or too large tasks)"}
+    elif why == "exit":
+        end = {"stage": "crash", "error": f"the probe process {_exit_reason(status)} before answering"}
     else:
-        result = {"stage": "crash", "error": f"the probe process {_exit_reason(status)} before reporting"}
-    result["stderr"] = log_tail
-    return result
+        end = {"stage": "closed"}
+    emit(json.dumps({**end, "end": True, "stderr": log_tail}))
 
 
 def serve(limits: dict) -> None:
@@ -288,17 +381,29 @@ def serve(limits: dict) -> None:
 
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     resource.setrlimit(resource.RLIMIT_NPROC, (limits["processes"], limits["processes"]))
-    sys.stdout.write("ready\n")
-    sys.stdout.flush()
+
+    def emit(text: str) -> None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    def next_request() -> str | None:
+        line = sys.stdin.readline()
+        return line if line.strip() else None
+
+    # Keep the imported modules' objects out of the collector's reach, so forked children do not
+    # copy every page the collector would touch.
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    emit("ready")
     for line in sys.stdin:
         if not line.strip():
             continue
         try:
-            result = _run_one(json.loads(line), limits, limits["pid_namespace"])
+            _run_session(json.loads(line), limits, limits["pid_namespace"], emit, next_request)
         except Exception as e:  # noqa: BLE001 - the worker itself must survive anything
-            result = {"stage": "crash", "error": f"probe worker error: {type(e).__name__}: {e}"}
-        sys.stdout.write(json.dumps(result, default=str) + "\n")
-        sys.stdout.flush()
+            emit(json.dumps({"stage": "crash", "end": True, "error": f"probe worker error: {type(e).__name__}: {e}"}))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import site
 import re
 import select
 import shutil
@@ -62,17 +63,39 @@ def _hidden_dirs(data_dir: Path) -> list[Path]:
 
 
 def _needed_under(hidden: list[Path]) -> list[Path]:
-    """What the child must still see below a hidden directory: the interpreter, the venv,
-    and every import path (editable installs of trainergym and the families)."""
-    wanted = {Path(sys.base_prefix), Path(sys.prefix), CHILD.parent, *(Path(p) for p in sys.path if p)}
+    """What the child must still see below a masked directory: the interpreter and the venv's
+    site-packages. Not `sys.path` as such: editable installs put the library's and the
+    families' source trees on it, which agent code must not read."""
+    wanted = {Path(sys.base_prefix), Path(sys.prefix), *(Path(p) for p in site.getsitepackages())}
     out = set()
     for path in wanted:
         path = path.resolve() if path.exists() else path
-        # Strictly below a hidden directory, never one itself or above one: a script run from
-        # /tmp or a home directory puts that whole directory on sys.path.
+        # Strictly below a hidden directory, never one itself or above one.
         if path.exists() and any(path.is_relative_to(h) for h in hidden) and not any(h.is_relative_to(path) for h in hidden):
             out.add(path)
     return sorted(out)
+
+
+@cache
+def code_masks() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """(directories to mask, files to re-expose in them): trainergym's own source (its whole
+    checkout when installed from one) and each family's package (its whole source
+    distribution, reference job included, in a checkout), except the modules a family lists
+    as public: its eval toolset. A job may use that toolset; it must not copy the family's
+    generator, solver, checker or reference job, or read the library that measures it."""
+    import trainergym
+    from trainergym.tasks import families
+
+    lib = Path(trainergym.__file__).resolve().parent
+    masks = {lib.parents[1] if lib.parent.name == "src" and (lib.parents[1] / "pyproject.toml").is_file() else lib}
+    public = set()
+    for fam in families().values():
+        pkg = Path(fam.__file__).resolve().parent
+        masks.add(pkg.parent if (pkg.parent / "pyproject.toml").is_file() else pkg)
+        public |= {pkg / name for name in getattr(fam, "PUBLIC_MODULES", ("__init__.py", "toolset.py"))
+                   if (pkg / name).is_file()}
+    outer = {m for m in masks if not any(m != o and m.is_relative_to(o) for o in masks)}
+    return tuple(sorted(outer)), tuple(sorted(public))
 
 
 class Sandbox:
@@ -138,16 +161,34 @@ class Sandbox:
         for path in hidden:
             cmd += ["--tmpfs", str(path)]
         cmd += ["--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
-        # Re-expose, read-only, what the child needs from under the masked directories (a
-        # checkout and its venv may well live in a home directory or in /tmp).
-        masked, made = [*hidden, Path("/tmp")], set()
-        for path in _needed_under(masked):
-            root = max((m for m in masked if path.is_relative_to(m)), key=lambda m: len(m.parts))
+        # Mask the library's and the families' code; then re-expose, read-only, what the child
+        # needs from under the masked directories (a checkout and its venv may well live in a
+        # home directory, in /tmp, or in each other); then the families' public modules.
+        code, public = code_masks()
+        needed = _needed_under([*hidden, Path("/tmp"), *code])
+        first = [c for c in code if not any(c.is_relative_to(n) for n in needed)]
+        later = [c for c in code if c not in first]  # installed inside the venv: masked after it
+        for path in first:
+            cmd += ["--tmpfs", str(path)]
+        masked, made = [*hidden, Path("/tmp"), *first], set()
+
+        def expose(path: Path, roots: list[Path]) -> None:
+            inside = [m for m in roots if path.is_relative_to(m)]
+            if not inside:
+                return
+            root = max(inside, key=lambda m: len(m.parts))
             for ancestor in reversed(path.parents):  # bwrap would create them 0700: unreadable for the uid
                 if ancestor.is_relative_to(root) and ancestor != root and ancestor not in made:
                     made.add(ancestor)
-                    cmd += ["--perms", "0755", "--dir", str(ancestor)]
-            cmd += ["--ro-bind", str(path), str(path)]
+                    cmd.extend(["--perms", "0755", "--dir", str(ancestor)])
+            cmd.extend(["--ro-bind", str(path), str(path)])
+
+        for path in needed:
+            expose(path, masked)
+        for path in later:
+            cmd += ["--tmpfs", str(path)]
+        for path in public:
+            expose(path, [*masked, *later])
         if self.data_dir.is_dir():  # also when it lies inside a path re-exposed above
             cmd += ["--tmpfs", str(self.data_dir)]
         cmd += ["--ro-bind", str(spool), "/tmp/spool", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
@@ -182,7 +223,10 @@ class WarmWorker:
 
     def _start(self) -> subprocess.Popen:
         limits = {**self.sandbox.limits.__dict__, "pid_namespace": self.sandbox.kind == "bwrap"}
-        argv = [sys.executable, "-I", str(CHILD), "--serve", json.dumps(limits)]
+        # The child script runs from the spool: the library's own source stays masked.
+        shutil.copy(CHILD, self._spool / CHILD.name)
+        os.chmod(self._spool / CHILD.name, 0o644)
+        argv = [sys.executable, "-I", f"{self.sandbox.spool_path(self._spool)}/{CHILD.name}", "--serve", json.dumps(limits)]
         proc = subprocess.Popen(self.sandbox.command(argv, self._spool), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True, env=self.sandbox.env("/tmp"), cwd=self._spool,
                                 start_new_session=True)
@@ -197,7 +241,11 @@ class WarmWorker:
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
         return proc.stdout.readline() if ready else ""
 
-    def run(self, package_dir: Path, request: dict) -> dict:
+    def run(self, package_dir: Path, request: dict, follow=None) -> dict:
+        """One session for the job in `package_dir` (see probe_child.py): send `request`, then
+        for each answer `follow(answer)` gives the next request, or None to end. Returns the
+        session's last line (`end: True`, with the child's stderr tail and, on failure, its
+        `stage` and `error`); the answers before it went to `follow`."""
         nonce = request["nonce"]
         job = self._spool / nonce
         shutil.copytree(package_dir, job, symlinks=True)
@@ -205,25 +253,39 @@ class WarmWorker:
             for name in dirs + files:
                 os.chmod(Path(root) / name, 0o755 if name in dirs else 0o644, follow_symlinks=False)
         os.chmod(job, 0o755)
+        wait = self.sandbox.limits.wall_seconds + 30
         try:
             with self._lock:
                 for attempt in (1, 2):
                     if self._proc is None or self._proc.poll() is not None:
                         self._proc = self._start()
                     payload = {**request, "package_src": f"{self.sandbox.spool_path(self._spool)}/{nonce}"}
+                    answered = False
                     try:
-                        self._proc.stdin.write(json.dumps(payload) + "\n")
-                        self._proc.stdin.flush()
-                        line = self._readline(self._proc, self.sandbox.limits.wall_seconds + 30)
-                    except (BrokenPipeError, OSError):
-                        line = ""
-                    if line.startswith("{"):
-                        return json.loads(line)
-                    _kill(self._proc)  # dead or hung: replace it, retry once
+                        self._send(payload)
+                        while True:
+                            line = self._readline(self._proc, wait)
+                            if not line.startswith("{"):
+                                break
+                            answer = json.loads(line)
+                            if answer.get("end"):
+                                return answer
+                            answered = True
+                            nxt = follow(answer) if follow else None
+                            self._send(nxt if nxt is not None else {"op": "done"})
+                    except (BrokenPipeError, OSError, ValueError):
+                        pass
+                    _kill(self._proc)  # dead, hung or garbled: replace it; retry once if nothing was said
                     self._proc = None
+                    if answered:
+                        break
                 raise WorkerError("the confined worker stopped answering")
         finally:
             shutil.rmtree(job, ignore_errors=True)
+
+    def _send(self, message: dict) -> None:
+        self._proc.stdin.write(json.dumps(message) + "\n")
+        self._proc.stdin.flush()
 
     def close(self) -> None:
         if self._proc is not None:
@@ -243,10 +305,16 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
-def run_once(sandbox: Sandbox, package_dir: Path, request: dict) -> dict:
-    """A cold probe: a fresh confined worker for one request (pays the verifiers import)."""
-    worker = WarmWorker(sandbox)
+def run_once(sandbox: Sandbox, package_dir: Path, request: dict, follow=None) -> tuple[list[dict], dict]:
+    """A cold session: a fresh confined worker for one job (pays the verifiers import). Returns
+    the answers (the first is `load`'s) and the session's end line."""
+    worker, answers = WarmWorker(sandbox), []
+
+    def keep(answer: dict) -> dict | None:
+        answers.append(answer)
+        return follow(answer) if follow else None
+
     try:
-        return worker.run(package_dir, request)
+        return answers, worker.run(package_dir, request, keep)
     finally:
         worker.close()

@@ -28,6 +28,11 @@ class Family(Protocol):
     object; empty when the tools are stateless); a job's TaskData carries it in a `world`
     field, from which the eval Toolset's `setup_task` reads it. Trajectories are
     `{calls: [{tool, arguments, result}], reply}`.
+
+    Job code runs in a sandbox that exposes only the family's `PUBLIC_MODULES` (the eval
+    toolset and the tool semantics it needs); the generator, solver, checker and reference job
+    stay out of reach. `solve` and `skills` read an item (prompt, and world where the family has
+    one) in `READ_FORM` only, and raise ValueError on anything else.
     """
 
     ID: str
@@ -40,13 +45,15 @@ class Family(Protocol):
     EVAL_TOOLSET: str
     SKILL_TAGS: tuple[str, ...]
     DIFFICULTY_LEVELS: tuple[int, ...]  # easiest first; the hardest needs >= 3 dependent tool calls
-    REFERENCE_JOB: Path
+    REFERENCE_JOB: Path  # the job the reference agent writes; outside the package, never importable by jobs
+    PUBLIC_MODULES: tuple[str, ...]  # file names in the package dir job code may import (e.g. "toolset.py")
+    READ_FORM: str  # the form of prompt (and world) `solve` and `skills` can read, for job authors
 
     def generate(self, seed: int | str, n: int, namespace: str = "public", difficulty: int | None = None) -> list[dict]: ...
     def check(self, reply: str, answer: str) -> bool: ...
-    def solve(self, item: dict) -> dict: ...
+    def solve(self, item: dict) -> dict: ...  # ValueError when the item is not in READ_FORM
     def distractors(self, item: dict) -> list[dict]: ...
-    def tag_text(self, text: str) -> set[str]: ...
+    def skills(self, row: dict) -> set[str]: ...  # the item's skill tags, read as `solve` reads it; ValueError likewise
     def dev_examples(self) -> list[dict]: ...
 
 
@@ -86,6 +93,7 @@ class Bounds(BaseModel):
     group_size: Range = Range(min=2, max=32)
     max_tokens: Range = Range(min=64, max=4096)
     max_turns: Range = Range(min=1, max=16)
+    max_items: int = Field(10_000, ge=32, le=100_000, description="most tasks a finite taskset may yield (all are read)")
     gpu: str = Field("A40", description="GPU class the job is budgeted and memory-checked for")
     gpu_count: int = 2
     gpu_hours: float = Field(2.0, description="GPU-hour budget of one job (train only)")

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainergym import baselines
 from trainergym.tasks import TaskSpec
-from trainergym.workspace import Workspace, WorkspaceError
+from trainergym.workspace import Workspace, WorkspaceError, utf8_problem
 
 
 class _Args(BaseModel):
@@ -79,11 +79,35 @@ class ToolOutcome(BaseModel):
     content: str
 
 
+def _unencodable(value, where: str = "") -> str | None:
+    """The first argument (dotted path) holding text that is not valid UTF-8, described."""
+    if isinstance(value, str):
+        problem = utf8_problem(value)
+        return f"argument {where or 'arguments'!r} holds text that is not valid UTF-8 ({problem})" if problem else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and utf8_problem(key):
+                return f"an argument name holds text that is not valid UTF-8 ({utf8_problem(key)})"
+            found = _unencodable(item, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = _unencodable(item, f"{where}.{i}" if where else str(i))
+            if found:
+                return found
+    return None
+
+
 def validate_args(name: str, arguments: dict) -> _Args | str:
-    """The parsed arguments, or an error message naming what was wrong."""
+    """The parsed arguments, or an error message naming what was wrong. Text that cannot be
+    encoded as UTF-8 (a lone surrogate such as "\\ud800") is refused here, naming the argument."""
     spec = TOOLS.get(name)
     if spec is None:
         return f"unknown tool {name!r}; available tools: {', '.join(TOOLS)}"
+    bad = _unencodable(arguments)
+    if bad:
+        return f"bad arguments for {name}: {bad}; send plain UTF-8 text"
     try:
         return spec.args.model_validate(arguments)
     except ValidationError as e:
@@ -108,6 +132,8 @@ def run_workspace_tool(ws: Workspace, task: TaskSpec, name: str, args: _Args) ->
         return ToolOutcome(ok=False, content=f"refused: {e}")
     except OSError as e:  # e.g. a disk error; the episode goes on
         return ToolOutcome(ok=False, content=f"refused: {type(e).__name__}: {e.strerror or e}")
+    except UnicodeError as e:  # validate_args and the workspace refuse such text first; never raise
+        return ToolOutcome(ok=False, content=f"refused: text that is not valid UTF-8 ({e.reason})")
     if name == "get_baseline_scores":
         rows = baselines.for_family(task.family)
         best = max(rows, key=lambda b: b.score) if rows else None

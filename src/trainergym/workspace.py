@@ -2,7 +2,11 @@
 
 Paths are relative and are resolved component by component: `..`, absolute paths, symlinks
 (anywhere on the path) and special files are refused, as are writes to the read-only
-template files. File size, file count and total bytes are capped. Every refusal raises
+template files. File size, file count and total bytes are capped, counted over every regular
+file under the root (`__pycache__/` and dot-directories included: nothing escapes the caps, and
+`list_files` shows all of it). Text must be encodable as UTF-8: a path or content holding a lone
+surrogate is refused, and `encoding_problem` finds file names or bundled contents that are not
+UTF-8 (for `submit_job` to refuse before it spends an attempt). Every refusal raises
 `WorkspaceError` with a message the agent can act on; the tools turn it into an observation.
 """
 
@@ -17,6 +21,27 @@ from pathlib import Path, PurePosixPath
 
 class WorkspaceError(Exception):
     """A refused file operation; the message is shown to the agent."""
+
+
+def utf8_problem(text: str) -> str | None:
+    """None if `text` encodes as UTF-8, else where it does not (never the raw character, which
+    could not be shown either)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"a lone surrogate U+{ord(text[e.start]):04X} at character {e.start}"
+    return None
+
+
+def _check_text(what: str, text: str) -> None:
+    problem = utf8_problem(text)
+    if problem:
+        raise WorkspaceError(f"{what} holds text that is not valid UTF-8 ({problem}); send plain UTF-8 text")
+
+
+def _shown(rel: str) -> str:
+    """A file name as the agent may see it: bytes that are not UTF-8 appear as \\xNN escapes."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)
@@ -41,6 +66,7 @@ class Workspace:
             raise WorkspaceError("path must be a non-empty relative path such as 'taskset/__init__.py'")
         if "\x00" in path:
             raise WorkspaceError("path contains a NUL byte")
+        _check_text("path", path)
         if len(path) > self.limits.max_path_chars:
             raise WorkspaceError(f"path is longer than {self.limits.max_path_chars} characters")
         if path.startswith(("/", "\\", "~")) or (len(path) > 1 and path[1] == ":"):
@@ -84,9 +110,10 @@ class Workspace:
             return text[:max_chars] + f"\n[... truncated: {len(text) - max_chars} more characters]"
         return text
 
-    def write(self, path: str, content: str) -> str:
+    def write(self, path: str, content: str, what: str = "content") -> str:
         if not isinstance(content, str):
             raise WorkspaceError("content must be a string")
+        _check_text(what, content)
         rel, target = self.resolve(path)
         if rel == ".":
             raise WorkspaceError("cannot write to the workspace root; name a file")
@@ -116,38 +143,72 @@ class Workspace:
             raise WorkspaceError("old_string and new_string must be strings")
         if not old:
             raise WorkspaceError("old_string is empty; give the exact text to replace")
+        _check_text("old_string", old)
+        _check_text("new_string", new)
         text = self.read(path, max_chars=10**9)
         count = text.count(old)
         if count == 0:
             raise WorkspaceError(f"old_string was not found in {path}; read the file and copy the text exactly")
         if count > 1:
             raise WorkspaceError(f"old_string occurs {count} times in {path}; include more context so it matches once")
-        return self.write(path, text.replace(old, new, 1))
+        return self.write(path, text.replace(old, new, 1), what="the edited content")
 
-    def files(self) -> dict[str, int]:
-        """Every regular file (relative path -> size), never following symlinks."""
+    def files(self, strict: bool = True) -> dict[str, int]:
+        """Every regular file under the root (relative path -> size), never following symlinks
+        and skipping no directory (`__pycache__` and dot-directories count like any other).
+        A directory that cannot be read is an error (not a hole in the accounting) unless
+        `strict` is False."""
         out: dict[str, int] = {}
-        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+
+        def unreadable(err: OSError) -> None:
+            if strict:
+                raise WorkspaceError(f"cannot read {_shown(str(err.filename))}: {err.strerror}")
+
+        for dirpath, dirnames, filenames in os.walk(self.root, followlinks=False, onerror=unreadable):
+            dirnames.sort()
             for name in sorted(filenames):
                 full = Path(dirpath) / name
-                st = os.lstat(full)
+                try:
+                    st = os.lstat(full)
+                except FileNotFoundError:  # removed while we walked
+                    continue
                 if stat.S_ISREG(st.st_mode):
                     out[full.relative_to(self.root).as_posix()] = st.st_size
         return out
+
+    def encoding_problem(self) -> str | None:
+        """None if every file name in the workspace is UTF-8 and every file a job bundle takes
+        (job.toml and taskset/, minus `__pycache__`) holds UTF-8 text; else one line saying
+        which file is not."""
+        from trainergym.job import BUNDLED
+
+        for rel in self.files():
+            if utf8_problem(rel):
+                return f"the file name '{_shown(rel)}' is not valid UTF-8, so the job cannot be bundled"
+        for rel in self.files():
+            bundled = rel == BUNDLED[0] or rel.startswith(BUNDLED[1])
+            if not bundled or "__pycache__" in rel.split("/"):
+                continue
+            try:
+                (self.root / rel).read_bytes().decode("utf-8")
+            except UnicodeDecodeError as e:
+                return f"{rel} is not valid UTF-8 text (byte {e.start}); rewrite it with write_file"
+            except OSError as e:
+                return f"{rel} cannot be read: {e.strerror or e}"
+        return None
 
     def listing(self, path: str = ".") -> str:
         rel, target = self.resolve(path)
         if not target.is_dir():
             raise WorkspaceError(f"{rel} is not a directory")
         prefix = "" if rel == "." else rel + "/"
-        rows = [f"{name}  ({size} bytes{', read-only' if name in self.readonly else ''})"
+        rows = [f"{_shown(name)}  ({size} bytes{', read-only' if name in self.readonly else ''})"
                 for name, size in self.files().items() if name.startswith(prefix)]
         return "\n".join(rows) if rows else f"(no files under {rel})"
 
     def snapshot(self, dest: Path) -> None:
-        """Copy the workspace (regular files only) to `dest`."""
-        for rel in self.files():
+        """Copy the workspace (regular files only) to `dest`, as much of it as can be read."""
+        for rel in self.files(strict=False):
             out = Path(dest) / rel
             out.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(self.root / rel, out, follow_symlinks=False)
@@ -162,6 +223,7 @@ def lay_out(root: Path, task, limits: Limits = Limits()) -> Workspace:
     import json
 
     from trainergym.hidden import HIDDEN_EVAL_SIZE
+    from trainergym.tasks import get_family
     from trainergym.stack import VERIFIERS_VERSION
 
     b = task.bounds
@@ -172,6 +234,8 @@ def lay_out(root: Path, task, limits: Limits = Limits()) -> Workspace:
         max_steps=b.max_steps, seq_len=b.seq_len, batch_size=b.batch_size, group_size=b.group_size,
         max_tokens=b.max_tokens, max_turns=b.max_turns, gpu_count=b.gpu_count, gpu=b.gpu, gpu_hours=b.gpu_hours,
         attempts=task.max_submit_attempts, max_turns_episode=task.max_turns,
+        max_items=f"{b.max_items:,}", world_field="" if task.world is None else " and world",
+        read_form=getattr(get_family(task.family), "READ_FORM", "the family's own wording, as in the dev examples."),
         world_note="" if task.world is None else (
             "- The eval tools answer from a per-task **world**: your TaskData needs a `world: dict` field "
             f"holding it. {task.world}\n"),

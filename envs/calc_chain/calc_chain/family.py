@@ -5,7 +5,7 @@ A family is a module with these names; trainergym reads them without importing v
 
 from pathlib import Path
 
-from calc_chain.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text
+from calc_chain.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve
 
 ID = "calc_chain"
 TITLE = "Chained arithmetic"
@@ -18,7 +18,18 @@ TEACH = (
 )
 ANSWER = ANSWER_FORMAT
 WORLD = None  # the tools need no per-task state (see trainergym.tasks.Family.WORLD)
-REFERENCE_JOB = Path(__file__).parent / "reference_job"
+REFERENCE_JOB = Path(__file__).resolve().parents[1] / "reference_job"  # outside the package: agents never import it
+# The files of this package a job may import (the sandbox exposes only these): the eval
+# toolset and the calculator semantics it shares with the checker.
+PUBLIC_MODULES = ("__init__.py", "toolset.py", "calc.py")
+# The form of item the family's checker (`solve`, `skills`) can read; anything else counts as unverified.
+READ_FORM = (
+    "The family's own wording, as in the dev examples: a line `Start with N.`, then one line per operation, "
+    "`Step 1: ...`, `Step 2: ...` numbered from 1 in order, each worded exactly as the dev examples word it "
+    "(`add X to it`, `subtract X from it`, `multiply it by X`, `integer-divide it by X (floor division)`, "
+    "`take the remainder of it divided by X`, with integer X) and ending with a period; other lines are free "
+    "text. Numbers up to 100 digits, no division by zero; no world is needed."
+)
 
 
 def _binary(name: str, doc: str) -> dict:
@@ -54,6 +65,7 @@ def dev_examples() -> list[dict]:
 
 
 __all__ = [
-    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
-    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "PUBLIC_MODULES", "READ_FORM",
+    "EVAL_TOOLS", "EVAL_TOOLSET", "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "skills",
+    "distractors", "dev_examples",
 ]

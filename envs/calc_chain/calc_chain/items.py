@@ -10,13 +10,16 @@ result, so the number of dependent tool calls equals the number of steps.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from dataclasses import dataclass, field
 
+from calc_chain.calc import apply
+
 OPS = ("add", "sub", "mul", "div", "mod")
 
-# How each operation is worded in prompts; `tag_text` recognises these and synonyms.
+# How each operation is worded in prompts; `parse` reads exactly these back.
 _PHRASES = {
     "add": "add {x} to it",
     "sub": "subtract {x} from it",
@@ -37,23 +40,6 @@ SKILL_TAGS = (*OPS, "long_chain", "big_operands", "negative_intermediate")
 DIFFICULTY_LEVELS = tuple(DIFFICULTY)
 
 ANSWER_FORMAT = "Finish with a line `Answer: <integer>` (digits, optional leading minus sign)."
-
-
-def apply(op: str, a: int, b: int) -> int:
-    """The calculator semantics shared by the tools, the solver and the checker."""
-    if op == "add":
-        return a + b
-    if op == "sub":
-        return a - b
-    if op == "mul":
-        return a * b
-    if op in ("div", "mod") and b == 0:
-        raise ZeroDivisionError("division by zero")
-    if op == "div":
-        return a // b
-    if op == "mod":
-        return a % b
-    raise ValueError(f"unknown operation {op!r}")
 
 
 @dataclass(frozen=True)
@@ -145,20 +131,74 @@ def generate(
     return [item.as_dict() for item in items]
 
 
+# What the checker reads (see READ_FORM in family.py): a `Start with N.` line, then one
+# `Step k: ...` line per operation (k = 1, 2, ...) worded exactly as `_PHRASES`; other lines
+# are free text. Bounds keep reading fast on any input: operands and running values of at
+# most MAX_DIGITS digits.
+MAX_DIGITS = 100
+_START = re.compile(r"Start with (-?\d+)\.")
+_STEP_HEAD = re.compile(r"Step \d+:")
+_STEP = re.compile(r"Step (\d+): (.*)\.")
+_STEP_PATTERNS = {op: re.compile(re.escape(phrase).replace(re.escape("{x}"), r"(-?\d+)")) for op, phrase in _PHRASES.items()}
+
+
+def _number(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"a number longer than {MAX_DIGITS} digits")
+    return int(text)
+
+
 def parse(prompt: str) -> Item:
-    """Recover an item from its prompt (the reference solver reads only the prompt)."""
-    start = int(re.search(r"Start with (-?\d+)", prompt).group(1))
-    steps = []
-    for line in re.findall(r"Step \d+: (.*)\.", prompt):
-        for op, phrase in _PHRASES.items():
-            pattern = re.escape(phrase).replace(re.escape("{x}"), r"(-?\d+)")
-            m = re.fullmatch(pattern, line)
-            if m:
-                steps.append((op, int(m.group(1))))
-                break
-        else:
-            raise ValueError(f"unrecognised step: {line!r}")
+    """Recover an item from its prompt (the reference solver reads only the prompt); ValueError
+    when the prompt is not in the family's form."""
+    if not isinstance(prompt, str):
+        raise ValueError("the prompt is not a string")
+    start, steps = None, []
+    for line in prompt.splitlines():
+        line = line.strip()
+        if m := _START.fullmatch(line):
+            if start is not None or steps:
+                raise ValueError("a second `Start with` line, or one after the steps")
+            start = _number(m.group(1))
+        elif _STEP_HEAD.match(line):
+            m = _STEP.fullmatch(line)
+            if start is None or not m or int(m.group(1)) != len(steps) + 1:
+                raise ValueError(f"step out of place or misnumbered: {line[:200]!r}")
+            for op, pattern in _STEP_PATTERNS.items():
+                if found := pattern.fullmatch(m.group(2)):
+                    steps.append((op, _number(found.group(1))))
+                    break
+            else:
+                raise ValueError(f"unrecognised step: {line[:200]!r}")
+    if start is None or not steps:
+        raise ValueError("not a calc_chain prompt: it needs a `Start with N.` line and `Step 1: ...` lines")
     return Item("parsed", start, tuple(steps), 0)
+
+
+def _read(row: dict) -> tuple[Item, list[int]]:
+    """The item a row's prompt states and its running values; ValueError if unreadable."""
+    if not isinstance(row, dict):
+        raise ValueError("an item is a dict")
+    item = parse(row["prompt"])
+    values = [item.start]
+    for op, x in item.steps:
+        values.append(apply(op, values[-1], x))
+        if values[-1].bit_length() > MAX_DIGITS * 10 // 3:
+            raise ValueError(f"a running value beyond {MAX_DIGITS} digits")
+    return item, values
+
+
+def _strict(fn):
+    """Any failure to read an item surfaces as ValueError (and only ValueError)."""
+    @functools.wraps(fn)
+    def wrapper(row):
+        try:
+            return fn(row)
+        except ValueError:
+            raise
+        except (KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError, OverflowError, RecursionError) as e:
+            raise ValueError(f"calc_chain cannot read this item: {type(e).__name__}: {e}") from e
+    return wrapper
 
 
 _ANSWER = re.compile(r"answer\s*[:=]\s*\**\s*([+-]?[\d,_ ]*\d)", re.IGNORECASE)
@@ -190,22 +230,29 @@ def check(reply: str, answer: str) -> bool:
     return got is not None and got == int(answer)
 
 
+@_strict
 def solve(row: dict) -> dict:
     """The reference solver: one calculator call per step, each fed the previous result.
-    Reads only the item's prompt, as a model would."""
-    item = parse(row["prompt"])
-    calls, value = [], item.start
-    for op, x in item.steps:
-        result = apply(op, value, x)
-        calls.append({"tool": f"calc_{op}", "arguments": {"a": value, "b": x}, "result": str(result)})
-        value = result
-    return {"calls": calls, "reply": f"Answer: {value}"}
+    Reads only the item's prompt, as a model would; ValueError when it cannot read it."""
+    item, values = _read(row)
+    calls = [{"tool": f"calc_{op}", "arguments": {"a": a, "b": x}, "result": str(result)}
+             for (op, x), a, result in zip(item.steps, values, values[1:])]
+    return {"calls": calls, "reply": f"Answer: {values[-1]}"}
 
 
+@_strict
+def skills(row: dict) -> set[str]:
+    """The item's skill tags, read from its prompt by the family's own parser (equal to the
+    generator's `skills` on generated items); ValueError when the prompt is not in the
+    family's form (see READ_FORM)."""
+    item, _ = _read(row)
+    return _skills(item)
+
+
+@_strict
 def distractors(row: dict) -> list[dict]:
     """Plausible wrong answers, each labelled by the mistake that produces it."""
-    item = parse(row["prompt"])
-    values = item.values
+    item, values = _read(row)
     answer = values[-1]
     candidates = [
         ("off_by_one", answer + 1),
@@ -232,38 +279,3 @@ def distractors(row: dict) -> list[dict]:
             seen.add(value)
             out.append({"kind": kind, "reply": f"Answer: {value}"})
     return out
-
-
-_OP_WORDS = {
-    "add": r"\b(add|plus|sum|increase)",
-    "sub": r"\b(subtract|minus|decrease|take away)",
-    "mul": r"\b(multipl|times|product)",
-    "div": r"\b(divide|quotient|floor division)",
-    "mod": r"\b(remainder|modulo|mod\b)",
-}
-
-
-def tag_text(text: str) -> set[str]:
-    """Skill tags read off any task prompt (also prompts a job author wrote in their own
-    words), so data coverage can be measured without trusting self-declared tags."""
-    try:
-        return _skills(parse(text))
-    except (AttributeError, ValueError, ZeroDivisionError):
-        pass  # not in the family's own wording: fall back to keywords
-    lower = text.lower()
-    tags = set()
-    mentions = 0
-    for op, pattern in _OP_WORDS.items():
-        hits = re.findall(pattern, lower)
-        if op == "div":  # "divided by" in a remainder step is not a division step
-            hits = re.findall(r"\b(integer-divide|divide it|quotient|floor division)", lower)
-        if hits:
-            tags.add(op)
-            mentions += len(hits)
-    if mentions >= 5:
-        tags.add("long_chain")
-    if re.search(r"\d{4,}", lower):
-        tags.add("big_operands")
-    if re.search(r"(?<![\w])-\d", lower) or "negative" in lower:
-        tags.add("negative_intermediate")
-    return tags

@@ -6,7 +6,7 @@ A job should wire this class into its own tasks so training and eval use the sam
 
 import verifiers.v1 as vf
 
-from calc_chain.items import apply
+from calc_chain.calc import apply
 
 
 class CalcChainToolset(vf.Toolset[vf.ToolsetConfig]):

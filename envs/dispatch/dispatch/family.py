@@ -5,7 +5,7 @@ A family is a module with these names; trainergym reads them without importing v
 
 from pathlib import Path
 
-from dispatch.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text
+from dispatch.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve
 
 ID = "dispatch"
 TITLE = "Rule-based ticket routing"
@@ -24,7 +24,20 @@ WORLD = (
     '>=, <=, ==, !=, in; the last rule has an empty "if"), "teams": {name: {"status": "available" | '
     '"at capacity", "overflow": team}}}; the eval toolset reads it from the TaskData\'s `world` field.'
 )
-REFERENCE_JOB = Path(__file__).parent / "reference_job"
+REFERENCE_JOB = Path(__file__).resolve().parents[1] / "reference_job"  # outside the package: agents never import it
+# The files of this package a job may import (the sandbox exposes only these): the eval
+# toolset and the tool semantics it shares with the checker.
+PUBLIC_MODULES = ("__init__.py", "toolset.py", "desk.py")
+# The form of item the family's checker (`solve`, `skills`) can read; anything else counts as unverified.
+READ_FORM = (
+    "Any prompt that names the ticket once as `Route ticket <id>:` (as the dev examples do; `T-1234`), with a "
+    "world in the WORLD format that holds that ticket (category, priority 1-5, region, customer_tier), its "
+    "category's ordered rules (keyed by the lower-case category; conditions only on priority, region, "
+    "customer_tier; some rule must match, usually a last one with an empty \"if\") and every team on its route, "
+    "where following overflow from the matched team reaches an available team within 7 steps without looping. "
+    "The dev examples' sentence `Every team has capacity today, ...` tells the solver to skip the team checks, "
+    "so the matched team must then be available."
+)
 
 
 def _tool(name: str, doc: str, param: str) -> dict:
@@ -58,6 +71,7 @@ def dev_examples() -> list[dict]:
 
 
 __all__ = [
-    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
-    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "PUBLIC_MODULES", "READ_FORM",
+    "EVAL_TOOLS", "EVAL_TOOLSET", "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "skills",
+    "distractors", "dev_examples",
 ]

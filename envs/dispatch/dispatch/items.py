@@ -11,9 +11,14 @@ record gives its status and overflow team.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import re
+
+from dispatch.desk import (  # noqa: F401  (the tools' logic; re-exported for the library and tests)
+    _condition_text, _ticket_key, get_rules, get_team, get_ticket, team_key,
+)
 
 REGIONS = ("EU", "NA", "APAC", "LATAM")
 TIERS = ("gold", "silver", "bronze")
@@ -51,53 +56,6 @@ _CUSTOMERS = ("Northwind", "Globex", "Initech", "Hooli", "Vandelay Imports", "Wa
 _ALL_FREE = "Every team has capacity today, so the first routing rule that matches the ticket decides."
 _CAPACITY = ("Some teams are at capacity today: the team the first matching rule names takes the ticket only "
              "if it is available; otherwise pass the ticket to that team's overflow team and check that one the same way.")
-
-
-# --- the tools' logic, shared by the eval Toolset and the reference solver ---------------
-
-def team_key(name: str) -> str:
-    """Team names compare case-insensitively, with spaces, hyphens and underscores alike."""
-    return re.sub(r"[\s_\-]+", "-", str(name).strip().lower()).strip("-")
-
-
-def _ticket_key(ticket_id: str) -> str:
-    key = str(ticket_id).strip().upper()
-    return f"T-{key}" if key.isdigit() else key
-
-
-def get_ticket(world: dict, ticket_id: str) -> str:
-    ticket = world.get("tickets", {}).get(_ticket_key(ticket_id))
-    if ticket is None:
-        return f"error: no ticket {ticket_id!r}"
-    return "\n".join([f"ticket {_ticket_key(ticket_id)}"] + [f"{k}: {v}" for k, v in ticket.items()])
-
-
-def _condition_text(field: str, op: str, value) -> str:
-    return f"{field} in [{', '.join(value)}]" if op == "in" else f"{field} {op} {value}"
-
-
-def get_rules(world: dict, category: str) -> str:
-    rules = world.get("rules", {})
-    key = str(category).strip().lower()
-    if key not in rules:
-        return f"error: no routing rules for category {category!r}; known categories: {', '.join(sorted(rules))}"
-    lines = [f"routing rules for {key} (the first rule that matches wins):"]
-    for i, rule in enumerate(rules[key], 1):
-        if not rule["if"]:
-            lines.append(f"{i}. else -> {rule['team']}")
-        else:
-            conditions = " and ".join(_condition_text(*c) for c in rule["if"])
-            lines.append(f"{i}. {'if' if i == 1 else 'elif'} {conditions} -> {rule['team']}")
-    return "\n".join(lines)
-
-
-def get_team(world: dict, team: str) -> str:
-    found = {team_key(name): name for name in world.get("teams", {})}
-    name = found.get(team_key(team))
-    if name is None:
-        return f"error: no team named {team!r}"
-    record = world["teams"][name]
-    return f"team {name}\nstatus: {record['status']}\noverflow: {record['overflow']}"
 
 
 # --- routing semantics ----------------------------------------------------------------
@@ -200,14 +158,7 @@ def make_world(rng: random.Random, level: int) -> tuple[dict, str]:
 
 
 def _skills(world: dict, ticket_id: str) -> list[str]:
-    rules, matched, chain = route(world, ticket_id)
-    tags = {"default_rule" if not rules[matched]["if"] else "rule_match"}
-    tags |= {FIELD_SKILLS[c[0]] for rule in rules[: matched + 1] for c in rule["if"]}
-    if len(chain) > 1:
-        tags.add("overflow")
-    if len(chain) > 2:
-        tags.add("double_overflow")
-    return [t for t in SKILL_TAGS if t in tags]
+    return _tags(*route(world, ticket_id))
 
 
 def _prompt(rng: random.Random, world: dict, ticket_id: str, level: int) -> str:
@@ -240,7 +191,7 @@ def generate(seed: int | str, n: int, namespace: str = "public", difficulty: int
     return rows
 
 
-# --- checking, solving, distractors, tags ---------------------------------------------
+# --- checking, solving, distractors, skills ---------------------------------------------
 
 _ANSWER_LINE = re.compile(r"\banswer[ \t*_]*:[ \t*_`]*(.*?)[ \t*_`]*$", re.IGNORECASE | re.MULTILINE)
 
@@ -265,57 +216,165 @@ def check(reply: str, answer: str) -> bool:
     return got is not None and got == team_key(answer)
 
 
-def _fields(text: str) -> dict:
-    return dict(line.split(": ", 1) for line in text.splitlines()[1:] if ": " in line)
+# What the checker reads (see READ_FORM in family.py): the prompt names the ticket once as
+# `Route ticket <id>:`; the world (format in WORLD) holds that ticket, its category's rules and
+# the teams on its route. The solver follows at most MAX_OVERFLOWS overflow steps.
+MAX_OVERFLOWS = 7
+_ROUTE = re.compile(r"Route ticket (\S+?):")
+_OPS = (">=", "<=", "==", "!=", "in")
 
 
-def parse_rules(text: str) -> list[dict]:
-    """The rule list back from `get_rules` text, as a model would read it."""
-    rules = []
-    for line in text.splitlines()[1:]:
-        body, team = re.fullmatch(r"\d+\. (.*) -> (\S+)", line).groups()
-        conditions = []
-        if body != "else":
-            for clause in re.sub(r"^(el)?if ", "", body).split(" and "):
-                field, op, value = re.fullmatch(r"(\w+) (>=|<=|==|!=|in) (.+)", clause).groups()
-                conditions.append([field, op, value.strip("[]").split(", ") if op == "in" else value])
-        rules.append({"if": conditions, "team": team})
-    return rules
+def _text(value) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
-def solve(row: dict) -> dict:
-    """The reference solver: ticket -> its category's rules -> (unless the prompt says every
-    team is free) the matched team's status, following overflow until a team is available.
-    Reads facts only through the tool functions on the item's world."""
-    world, calls = row["world"], []
+def _check_rules(rules) -> None:
+    if not isinstance(rules, list) or not rules:
+        raise ValueError("a category's rules must be a non-empty list")
+    for rule in rules:
+        if not isinstance(rule, dict) or not isinstance(rule.get("if"), list) or not _text(rule.get("team")):
+            raise ValueError('every rule must be {"if": [conditions], "team": name}')
+        for condition in rule["if"]:
+            if not isinstance(condition, list) or len(condition) != 3:
+                raise ValueError("every condition must be [field, op, value]")
+            field, op, value = condition
+            if field not in FIELD_SKILLS or op not in _OPS:
+                raise ValueError(f"unknown condition {condition!r}: fields are {', '.join(FIELD_SKILLS)}; "
+                                 f"ops are {', '.join(_OPS)}")
+            if op in (">=", "<=") and not (field == "priority" and isinstance(value, int) and not isinstance(value, bool)):
+                raise ValueError(f"{op} compares the priority with an integer: {condition!r}")
+            if op == "in" and not (isinstance(value, list) and value and all(_text(v) for v in value)):
+                raise ValueError(f"`in` takes a non-empty list of strings: {condition!r}")
+            if op in ("==", "!=") and not (_text(value) or (isinstance(value, int) and not isinstance(value, bool))):
+                raise ValueError(f"{op} takes a string or an integer: {condition!r}")
+
+
+def _world(row: dict) -> tuple[dict, str]:
+    """(world, ticket id as the prompt writes it), checked; ValueError if unreadable."""
+    if not isinstance(row, dict):
+        raise ValueError("an item is a dict")
+    prompt, world = row["prompt"], row.get("world")
+    if not isinstance(prompt, str):
+        raise ValueError("the prompt is not a string")
+    named = [m.group(1) for _, m in zip(range(2), _ROUTE.finditer(prompt))]
+    if len(named) != 1:
+        raise ValueError("the prompt must name the ticket once, as `Route ticket <id>:`")
+    if not isinstance(world, dict) or not all(isinstance(world.get(k), dict) for k in ("tickets", "rules", "teams")):
+        raise ValueError('the world must be {"tickets": {...}, "rules": {...}, "teams": {...}}')
+    ticket = world["tickets"].get(_ticket_key(named[0]))
+    if ticket is None:
+        raise ValueError(f"the world has no ticket {named[0]!r}")
+    priority = ticket.get("priority") if isinstance(ticket, dict) else None
+    if not isinstance(ticket, dict) or not _text(ticket.get("category")) or not _text(ticket.get("region")) \
+            or not _text(ticket.get("customer_tier")) or not isinstance(priority, int) or isinstance(priority, bool) \
+            or not 1 <= priority <= 5:
+        raise ValueError("the ticket needs a category, a priority 1-5, a region and a customer_tier")
+    rules = world["rules"].get(str(ticket["category"]).strip().lower())
+    if rules is None:
+        raise ValueError(f"the world has no rules for category {ticket['category']!r}")
+    _check_rules(rules)
+    keys: dict[str, str] = {}
+    for name, record in world["teams"].items():
+        if not _text(name) or team_key(name) in keys:
+            raise ValueError(f"team names must be non-empty and distinct: {name!r}")
+        keys[team_key(name)] = name
+        if not isinstance(record, dict) or record.get("status") not in (AVAILABLE, AT_CAPACITY) \
+                or not _text(record.get("overflow")):
+            raise ValueError(f'team {name!r} needs "status": "available" or "at capacity" and an "overflow" team')
+    return world, named[0]
+
+
+def _read(row: dict) -> tuple[list[dict], int, list[str], list[dict]]:
+    """(the ticket's rules, the index of the first matching rule, the teams from the matched one
+    through overflow to the one that takes the ticket, the reference tool calls); ValueError
+    when the family cannot read the item: the prompt names no ticket, or the world is missing,
+    malformed or routes nowhere (no rule matches, a team is missing, the overflow loops or runs
+    past MAX_OVERFLOWS steps, or the prompt says every team is free while the matched one is full)."""
+    world, ticket_id = _world(row)
+    calls = []
 
     def call(tool, fn, **arguments) -> str:
         result = fn(world, **arguments)
         calls.append({"tool": f"dispatch_{tool}", "arguments": arguments, "result": result})
+        if result.startswith("error:"):
+            raise ValueError(f"the world does not route this ticket: {result}")
         return result
 
-    ticket_id = re.search(r"Route ticket (\S+?):", row["prompt"]).group(1)
-    ticket = _fields(call("get_ticket", get_ticket, ticket_id=ticket_id))
-    rules = parse_rules(call("get_rules", get_rules, category=ticket["category"]))
-    team = rules[first_match(ticket, rules)]["team"]
-    if _ALL_FREE not in row["prompt"]:
-        for _ in range(len(world["teams"])):
-            record = _fields(call("get_team", get_team, team=team))
-            if record["status"] != AT_CAPACITY:
-                break
-            team = record["overflow"]
-    return {"calls": calls, "reply": f"Answer: {team}"}
+    call("get_ticket", get_ticket, ticket_id=ticket_id)
+    ticket = world["tickets"][_ticket_key(ticket_id)]
+    call("get_rules", get_rules, category=str(ticket["category"]))
+    rules = world["rules"][str(ticket["category"]).strip().lower()]
+    matched = next((i for i, rule in enumerate(rules) if all(holds(ticket, c) for c in rule["if"])), None)
+    if matched is None:
+        raise ValueError("no routing rule matches the ticket (the last rule should have an empty `if`)")
+    teams = {team_key(name): record for name, record in world["teams"].items()}
+    chain = [rules[matched]["team"]]
+    if _ALL_FREE in row["prompt"]:
+        if teams.get(team_key(chain[0]), {}).get("status") != AVAILABLE:
+            raise ValueError("the prompt says every team is free, but the matched team is not available")
+        return rules, matched, chain, calls
+    while True:
+        call("get_team", get_team, team=chain[-1])
+        record = teams[team_key(chain[-1])]
+        if record["status"] != AT_CAPACITY:
+            return rules, matched, chain, calls
+        if len(chain) > MAX_OVERFLOWS or team_key(record["overflow"]) in {team_key(t) for t in chain}:
+            raise ValueError("the overflow chain finds no available team")
+        chain.append(record["overflow"])
 
 
+def _strict(fn):
+    """Any failure to read an item surfaces as ValueError (and only ValueError)."""
+    @functools.wraps(fn)
+    def wrapper(row):
+        try:
+            return fn(row)
+        except ValueError:
+            raise
+        except (KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError, OverflowError, RecursionError,
+                StopIteration) as e:
+            raise ValueError(f"dispatch cannot read this item: {type(e).__name__}: {e}") from e
+    return wrapper
+
+
+@_strict
+def solve(row: dict) -> dict:
+    """The reference solver: ticket -> its category's rules -> (unless the prompt says every
+    team is free) the matched team's status, following overflow until a team is available.
+    Records every fact through the tool functions on the item's world; ValueError when the
+    family cannot read the item."""
+    _, _, chain, calls = _read(row)
+    return {"calls": calls, "reply": f"Answer: {chain[-1]}"}
+
+
+def _tags(rules: list[dict], matched: int, chain: list[str]) -> list[str]:
+    tags = {"default_rule" if not rules[matched]["if"] else "rule_match"}
+    tags |= {FIELD_SKILLS[c[0]] for rule in rules[: matched + 1] for c in rule["if"]}
+    if len(chain) > 1:
+        tags.add("overflow")
+    if len(chain) > 2:
+        tags.add("double_overflow")
+    return [t for t in SKILL_TAGS if t in tags]
+
+
+@_strict
+def skills(row: dict) -> set[str]:
+    """The item's skill tags, read by the family's own solver from the ticket the prompt names
+    and the item's world (the conditions checked up to the matching rule, which rule fires, how
+    far the ticket overflows; equal to the generator's `skills` on generated items); ValueError
+    when the family cannot read the item (see READ_FORM)."""
+    rules, matched, chain, _ = _read(row)
+    return set(_tags(rules, matched, chain))
+
+
+@_strict
 def distractors(row: dict) -> list[dict]:
     """Plausible wrong teams, each labelled by the mistake: `wrong_route` (the else team),
     `ignored_condition` (the rule after the match, taken because a met condition was missed,
     or an earlier rule taken although one of its conditions fails), `unavailable_team` (the
     matched team, full, before following overflow), `stopped_overflow` (one overflow step
     short). Only those that differ from the answer are kept."""
-    world = row["world"]
-    ticket_id = re.search(r"Route ticket (\S+?):", row["prompt"]).group(1)
-    rules, matched, chain = route(world, ticket_id)
+    rules, matched, chain, _ = _read(row)
     candidates = [("wrong_route", rules[-1]["team"])]
     candidates += [("ignored_condition", r["team"]) for r in rules[matched + 1 : matched + 2] + rules[:matched]]
     candidates += [("unavailable_team", chain[0]), ("stopped_overflow", chain[-2] if len(chain) > 1 else chain[0])]
@@ -325,34 +384,3 @@ def distractors(row: dict) -> list[dict]:
             seen.add(team_key(team))
             out.append({"kind": kind, "reply": f"Answer: {team}"})
     return out
-
-
-_KEYWORDS = {
-    "rule_match": r"\b(rout|rule|dispatch|assign|match)",
-    "default_rule": r"\b(rout|rule|dispatch|else|otherwise|default|fallback|catch-all)",
-    "priority_condition": r"\b(priority|urgen|severity|p[1-5]\b)",
-    "region_condition": r"\b(region|eu|na|apac|latam|emea|geograph)\b",
-    "tier_condition": r"\b(tier|gold|silver|bronze|vip)\b",
-    "overflow": r"\b(capacity|overflow|full|unavailable|busy|short-staffed|understaffed)",
-    "double_overflow": r"\b(the same way|in turn|until|chain|more than once|repeat|each overflow)",
-}
-
-
-def tag_text(text: str) -> set[str]:
-    """Skill tags read off any task prompt. Which rule fires and how long the overflow chain
-    is are world facts no prompt states, so a routing prompt may need `rule_match` or
-    `default_rule`, and one that mentions capacity may need `overflow` and `double_overflow`:
-    those are returned as possible (a superset, as coverage needs). In the family's own
-    wording the rule fields are read from the sentence naming them; otherwise keywords."""
-    lower = text.lower()
-    fields = re.search(r"the rules for this ticket's queue look at (.*?)\.", lower)
-    if fields and "route ticket" in lower:
-        tags = {"rule_match", "default_rule"}
-        tags |= {FIELD_SKILLS[f] for f, words in _FIELD_WORDS.items() if words in fields.group(1)}
-        if _CAPACITY.lower() in lower:
-            tags |= {"overflow", "double_overflow"}
-        return tags
-    tags = {tag for tag, pattern in _KEYWORDS.items() if re.search(pattern, lower)}
-    if "overflow" not in tags:
-        tags.discard("double_overflow")
-    return tags

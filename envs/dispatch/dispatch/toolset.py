@@ -8,7 +8,7 @@ field and wire this class into its tasks.
 
 import verifiers.v1 as vf
 
-from dispatch import items
+from dispatch import desk
 
 
 class DispatchToolset(vf.Toolset[vf.ToolsetConfig]):
@@ -23,17 +23,17 @@ class DispatchToolset(vf.Toolset[vf.ToolsetConfig]):
     @vf.tool
     def get_ticket(self, ticket_id: str) -> str:
         """Return a ticket's fields: category, priority (1-5), region, customer_tier, channel."""
-        return items.get_ticket(self.world, ticket_id)
+        return desk.get_ticket(self.world, ticket_id)
 
     @vf.tool
     def get_rules(self, category: str) -> str:
         """Return a ticket category's ordered routing rules (the first rule that matches wins)."""
-        return items.get_rules(self.world, category)
+        return desk.get_rules(self.world, category)
 
     @vf.tool
     def get_team(self, team: str) -> str:
         """Return a team's status (available or at capacity) and its overflow team."""
-        return items.get_team(self.world, team)
+        return desk.get_team(self.world, team)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ A family is a module with these names; trainergym reads them without importing v
 
 from pathlib import Path
 
-from ledger.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text
+from ledger.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve
 
 ID = "ledger"
 TITLE = "Account bookkeeping"
@@ -25,7 +25,19 @@ WORLD = (
     "would take the balance below minus the limit). The eval toolset copies it from the TaskData's "
     "`world` field at the start of each rollout, and the posting tools update that copy."
 )
-REFERENCE_JOB = Path(__file__).parent / "reference_job"
+REFERENCE_JOB = Path(__file__).resolve().parents[1] / "reference_job"  # outside the package: agents never import it
+# The files of this package a job may import (the sandbox exposes only these): the eval
+# toolset and the tool semantics it shares with the checker.
+PUBLIC_MODULES = ("__init__.py", "toolset.py", "bank.py")
+# The form of item the family's checker (`solve`, `skills`) can read; anything else counts as unverified.
+READ_FORM = (
+    "The family's own wording, as in the dev examples: the operations one per line, numbered `1. `, `2. `, ... in "
+    "order and worded exactly as the dev examples word them (`Open a new account 'NAME' with N.`, `Deposit N into "
+    "NAME.`, `Withdraw N from NAME.`, `Transfer N from NAME to NAME.`; lower-case names, whole positive N), and once "
+    "the question `What is the balance of NAME after all operations?`; other lines are free text. The world must be "
+    "the books in the WORLD format (all three keys; lower-case account names; integers) and fit the story: every "
+    "operation names an account that exists by then, none is opened twice."
+)
 
 
 def _tool(name: str, doc: str, **params: str) -> dict:
@@ -65,6 +77,7 @@ def dev_examples() -> list[dict]:
 
 
 __all__ = [
-    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
-    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "PUBLIC_MODULES", "READ_FORM",
+    "EVAL_TOOLS", "EVAL_TOOLSET", "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "skills",
+    "distractors", "dev_examples",
 ]

@@ -13,94 +13,14 @@ changes the state the next one sees, and the final balance depends on all of the
 from __future__ import annotations
 
 import copy
+import functools
 import random
 import re
 from dataclasses import dataclass
 
-# --- The bank: pure functions over a world dict, shared by the eval Toolset and the solver.
-# A world is {"accounts": {name: balance}, "fees": {"transfer": int, "withdrawal": int},
-# "overdraft_limit": int}; the posting functions update it in place.
-
-
-def _name(account: str) -> str:
-    """Account names are matched leniently: case, surrounding spaces and quotes ignored."""
-    return str(account).strip().strip("'\"").strip().lower()
-
-
-def _fee(world: dict, kind: str) -> int:
-    return int(world.get("fees", {}).get(kind, 0))
-
-
-def _refusal(world: dict, account: str, cost: int) -> str | None:
-    """Why a debit of `cost` from `account` is refused (it would pass the overdraft limit)."""
-    have = world["accounts"][account]
-    if have - cost < -int(world.get("overdraft_limit", 0)):
-        return f"refused: insufficient funds in {account} (balance {have}); nothing changed"
-    return None
-
-
-def _missing(world: dict, *accounts: str) -> str | None:
-    for account in accounts:
-        if account not in world.setdefault("accounts", {}):
-            return f"error: no account named {account!r}"
-    return None
-
-
-def _bad_amount(amount: int) -> str | None:
-    return None if isinstance(amount, int) and amount > 0 else "error: amount must be a positive whole number"
-
-
-def balance(world: dict, account: str) -> str:
-    account = _name(account)
-    return _missing(world, account) or f"{account} {world['accounts'][account]}"
-
-
-def fees(world: dict) -> str:
-    return (f"transfer fee {_fee(world, 'transfer')}, withdrawal fee {_fee(world, 'withdrawal')}, "
-            f"deposits free, overdraft limit {int(world.get('overdraft_limit', 0))}")
-
-
-def open_account(world: dict, account: str, amount: int) -> str:
-    account = _name(account)
-    if account in world.setdefault("accounts", {}):
-        return f"error: account {account!r} already exists"
-    if error := _bad_amount(amount):
-        return error
-    world["accounts"][account] = amount
-    return f"ok: opened {account} with {amount}"
-
-
-def deposit(world: dict, account: str, amount: int) -> str:
-    account = _name(account)
-    if error := _missing(world, account) or _bad_amount(amount):
-        return error
-    world["accounts"][account] += amount
-    return f"ok: {account} {world['accounts'][account]}"
-
-
-def withdraw(world: dict, account: str, amount: int) -> str:
-    account = _name(account)
-    fee = _fee(world, "withdrawal")
-    if error := _missing(world, account) or _bad_amount(amount) or _refusal(world, account, amount + fee):
-        return error
-    world["accounts"][account] -= amount + fee
-    return f"ok: {account} {world['accounts'][account]} (fee {fee})"
-
-
-def transfer(world: dict, source: str, target: str, amount: int) -> str:
-    source, target = _name(source), _name(target)
-    if source == target:
-        return "error: source and target are the same account"
-    fee = _fee(world, "transfer")
-    if error := _missing(world, source, target) or _bad_amount(amount) or _refusal(world, source, amount + fee):
-        return error
-    world["accounts"][source] -= amount + fee
-    world["accounts"][target] += amount
-    return f"ok: {source} {world['accounts'][source]} (fee {fee}), {target} {world['accounts'][target]}"
-
-
-TOOLS = {"balance": balance, "fees": fees, "open": open_account, "deposit": deposit,
-         "withdraw": withdraw, "transfer": transfer}
+from ledger.bank import (  # noqa: F401  (the tools' semantics; re-exported for the library and tests)
+    TOOLS, _bad_amount, _fee, _missing, _name, _refusal, balance, deposit, fees, open_account, transfer, withdraw,
+)
 
 # --- Items
 
@@ -160,21 +80,96 @@ def _phrase_pattern(phrase: str) -> re.Pattern:
 _PATTERNS = {kind: _phrase_pattern(phrase) for kind, phrase in _PHRASES.items()}
 
 
+# What the checker reads (see READ_FORM in family.py): one line per operation, `1. ...`,
+# `2. ...` in order, worded exactly as `_PHRASES`, and the question `_QUESTION`; other lines are
+# free text. Numbers (amounts, balances, fees, the limit) have at most MAX_DIGITS digits.
+MAX_DIGITS = 100
+_OP_LINE = re.compile(r"(\d+)\. (.*)")
+_QUERY = re.compile(_QUESTION.replace("{account}", r"([a-z][a-z0-9_]*)").replace("?", r"\?"))
+
+
+def _small(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value.bit_length() <= MAX_DIGITS * 10 // 3
+
+
 def parse(prompt: str) -> Story:
     """Recover the story from a prompt in the family's own wording (ValueError otherwise)."""
+    if not isinstance(prompt, str):
+        raise ValueError("the prompt is not a string")
     ops = []
-    for line in re.findall(r"^\d+\. (.*)$", prompt, re.MULTILINE):
+    for line in prompt.splitlines():
+        if not (numbered := _OP_LINE.fullmatch(line)):
+            continue
+        if int(numbered.group(1)) != len(ops) + 1:
+            raise ValueError(f"operation misnumbered: {line[:200]!r}")
         for kind, pattern in _PATTERNS.items():
-            if m := pattern.fullmatch(line):
+            if m := pattern.fullmatch(numbered.group(2)):
                 args = m.groupdict()
+                if len(args["amount"]) > MAX_DIGITS:
+                    raise ValueError(f"an amount longer than {MAX_DIGITS} digits")
                 ops.append((kind, {**args, "amount": int(args["amount"])}))
                 break
         else:
-            raise ValueError(f"unrecognised operation: {line!r}")
-    query = re.search(_QUESTION.replace("{account}", r"([a-z][a-z0-9_]*)").replace("?", r"\?"), prompt)
-    if not ops or not query:
+            raise ValueError(f"unrecognised operation: {line[:200]!r}")
+    queries = [m for _, m in zip(range(2), _QUERY.finditer(prompt))]
+    if not ops or len(queries) != 1:
         raise ValueError("not a ledger story in the family's wording")
-    return Story(tuple(ops), query.group(1), _FEE_LINE in prompt, _REFUSAL_LINE in prompt)
+    return Story(tuple(ops), queries[0].group(1), _FEE_LINE in prompt, _REFUSAL_LINE in prompt)
+
+
+def check_world(world) -> dict:
+    """The books of a world in the family's format (see WORLD), as a fresh copy; ValueError if
+    the world is missing or malformed."""
+    if not isinstance(world, dict):
+        raise ValueError("the world must be the bank's books (a JSON object)")
+    accounts, fee_table, limit = world.get("accounts"), world.get("fees"), world.get("overdraft_limit")
+    if not isinstance(accounts, dict) or not all(isinstance(k, str) and k == _name(k) and k and _small(v)
+                                                 for k, v in accounts.items()):
+        raise ValueError('the world needs "accounts": {lower-case name: whole-unit balance}')
+    if not isinstance(fee_table, dict) or not all(_small(fee_table.get(k)) and fee_table[k] >= 0
+                                                  for k in ("transfer", "withdrawal")):
+        raise ValueError('the world needs "fees": {"transfer": int >= 0, "withdrawal": int >= 0}')
+    if not _small(limit) or limit < 0:
+        raise ValueError('the world needs "overdraft_limit": int >= 0')
+    return {"accounts": dict(accounts), "fees": {k: fee_table[k] for k in ("transfer", "withdrawal")},
+            "overdraft_limit": limit}
+
+
+def _read(row: dict) -> tuple[Story, dict, list[dict]]:
+    """(story, the books, the reference tool calls) of a row; ValueError when the family cannot
+    read it: the prompt is not its story, or the world is missing, malformed or inconsistent with
+    the story (an operation on an unknown account, an account opened twice, ...)."""
+    if not isinstance(row, dict):
+        raise ValueError("an item is a dict")
+    story = parse(row["prompt"])
+    world = check_world(row.get("world"))
+    books, calls = copy.deepcopy(world), []
+    for kind, args in (*story.ops, ("balance", {"account": story.query})):
+        result = TOOLS[kind](books, **args)
+        calls.append({"tool": f"ledger_{kind}", "arguments": dict(args), "result": result})
+        if result.startswith("error:"):
+            raise ValueError(f"the world does not fit the story: {kind} {args}: {result}")
+    return story, world, calls
+
+
+def _tags(story: Story, results: list[str]) -> set[str]:
+    """What the item actually exercises: fees and refusals as the bank applied them."""
+    flags = {"fee": any(re.search(r"\(fee [1-9]", r) for r in results), "long_history": len(story.ops) >= 5,
+             "overdraft_refused": any(r.startswith("refused") for r in results)}
+    return {"open_account" if kind == "open" else kind for kind, _ in story.ops} | {t for t, on in flags.items() if on}
+
+
+def _strict(fn):
+    """Any failure to read an item surfaces as ValueError (and only ValueError)."""
+    @functools.wraps(fn)
+    def wrapper(row):
+        try:
+            return fn(row)
+        except ValueError:
+            raise
+        except (KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError, OverflowError, RecursionError) as e:
+            raise ValueError(f"ledger cannot read this item: {type(e).__name__}: {e}") from e
+    return wrapper
 
 
 def post_all(world: dict, ops) -> tuple[dict, list[str]]:
@@ -238,10 +233,7 @@ def _make(rng: random.Random, level: int) -> tuple[dict, Story]:
 
 def _skills(world: dict, story: Story) -> set[str]:
     """What the item actually exercises: fees and refusals as the bank applied them."""
-    _, results = post_all(world, story.ops)
-    flags = {"fee": any(re.search(r"\(fee [1-9]", r) for r in results), "long_history": len(story.ops) >= 5,
-             "overdraft_refused": any(r.startswith("refused") for r in results)}
-    return {"open_account" if kind == "open" else kind for kind, _ in story.ops} | {t for t, on in flags.items() if on}
+    return _tags(story, post_all(world, story.ops)[1])
 
 
 def generate(seed: int | str, n: int, namespace: str = "public", difficulty: int | None = None) -> list[dict]:
@@ -292,15 +284,24 @@ def check(reply: str, answer: str) -> bool:
     return got is not None and got == int(answer)
 
 
+@_strict
 def solve(item: dict) -> dict:
     """The reference solver: post every operation through the tools in order, then ask the
     queried account's balance and answer with it. Reads the story from the prompt and the
-    facts only through the tool functions applied to a copy of the item's world."""
-    story = parse(item["prompt"])
-    world, calls = copy.deepcopy(item["world"]), []
-    for kind, args in (*story.ops, ("balance", {"account": story.query})):
-        calls.append({"tool": f"ledger_{kind}", "arguments": dict(args), "result": TOOLS[kind](world, **args)})
+    facts only through the tool functions applied to a copy of the item's world; ValueError
+    when the family cannot read the item."""
+    _, _, calls = _read(item)
     return {"calls": calls, "reply": f"Answer: {calls[-1]['result'].rsplit(' ', 1)[1]}"}
+
+
+@_strict
+def skills(row: dict) -> set[str]:
+    """The item's skill tags: its operations read from the prompt by the family's own parser,
+    fees and refusals as the bank applies them to the item's world (equal to the generator's
+    `skills` on generated items); ValueError when the family cannot read the item (see
+    READ_FORM)."""
+    story, _, calls = _read(row)
+    return _tags(story, [c["result"] for c in calls[:-1]])
 
 
 def _after_reversing_last(world: dict, ops, account: str) -> int | None:
@@ -316,9 +317,10 @@ def _after_reversing_last(world: dict, ops, account: str) -> int | None:
     return world["accounts"].get(account)
 
 
+@_strict
 def distractors(item: dict) -> list[dict]:
     """Plausible wrong answers, each labelled by the mistake that produces it."""
-    story, world = parse(item["prompt"]), item["world"]
+    story, world, _ = _read(item)
     q, ops = story.query, story.ops
 
     def final(w: dict, todo=ops) -> int | None:
@@ -343,30 +345,3 @@ def distractors(item: dict) -> list[dict]:
             seen.add(value)
             out.append({"kind": kind, "reply": f"Answer: {value}"})
     return out
-
-
-_KEYWORDS = {
-    "deposit": r"\bdeposit|\bpays? in\b|\bpaid in\b|\bcredit",
-    "withdraw": r"\bwithdr[ae]w|\btakes? out\b|\bcash(es)? out\b",
-    "transfer": r"\btransfer|\bmoves?\b|\bsends?\b",
-    "open_account": r"\bopens?\b|\bnew account",
-    "fee": r"\bfees?\b|\bcharges?\b",
-    "overdraft_refused": r"\brefus|\bdeclin|\boverdra|\binsufficient|\bbounce",
-}
-
-
-def tag_text(text: str) -> set[str]:
-    """Skill tags read off any task prompt: exact for the family's own wording (parsed),
-    keyword heuristics for prompts a job author wrote in their own words."""
-    try:
-        story = parse(text)
-    except ValueError:
-        lower = text.lower()
-        tags = {tag for tag, pattern in _KEYWORDS.items() if re.search(pattern, lower)}
-        steps = len(re.findall(r"^\s*(\d+[.)]|[-*])\s", text, re.MULTILINE))
-        mentions = sum(len(re.findall(_KEYWORDS[t], lower)) for t in ("deposit", "withdraw", "transfer", "open_account"))
-        if max(steps, mentions) >= 5:
-            tags.add("long_history")
-        return tags
-    flags = {"fee": story.mentions_fees, "overdraft_refused": story.mentions_refusals, "long_history": len(story.ops) >= 5}
-    return {"open_account" if kind == "open" else kind for kind, _ in story.ops} | {t for t, on in flags.items() if on}

@@ -9,7 +9,7 @@ import copy
 
 import verifiers.v1 as vf
 
-from ledger import items
+from ledger import bank
 
 
 class LedgerToolset(vf.Toolset[vf.ToolsetConfig]):
@@ -26,32 +26,32 @@ class LedgerToolset(vf.Toolset[vf.ToolsetConfig]):
     @vf.tool
     def balance(self, account: str) -> str:
         """Return the current balance of an account."""
-        return items.balance(self.world, account)
+        return bank.balance(self.world, account)
 
     @vf.tool
     def fees(self) -> str:
         """Return the bank's fee schedule and overdraft limit."""
-        return items.fees(self.world)
+        return bank.fees(self.world)
 
     @vf.tool
     def open(self, account: str, amount: int) -> str:
         """Open a new account with a starting amount."""
-        return items.open_account(self.world, account, amount)
+        return bank.open_account(self.world, account, amount)
 
     @vf.tool
     def deposit(self, account: str, amount: int) -> str:
         """Deposit an amount into an account (deposits are free)."""
-        return items.deposit(self.world, account, amount)
+        return bank.deposit(self.world, account, amount)
 
     @vf.tool
     def withdraw(self, account: str, amount: int) -> str:
         """Withdraw an amount from an account, charging the withdrawal fee; refused if it would pass the overdraft limit."""
-        return items.withdraw(self.world, account, amount)
+        return bank.withdraw(self.world, account, amount)
 
     @vf.tool
     def transfer(self, source: str, target: str, amount: int) -> str:
         """Move an amount from source to target, charging the transfer fee to source; refused if it would pass the overdraft limit."""
-        return items.transfer(self.world, source, target, amount)
+        return bank.transfer(self.world, source, target, amount)
 
 
 if __name__ == "__main__":

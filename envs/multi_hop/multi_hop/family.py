@@ -5,7 +5,7 @@ A family is a module with these names; trainergym reads them without importing v
 
 from pathlib import Path
 
-from multi_hop.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text
+from multi_hop.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve
 
 ID = "multi_hop"
 TITLE = "Multi-hop look-ups in a people directory"
@@ -26,7 +26,18 @@ WORLD = (
     "relations among manager, mentor, sibling, neighbor, best_friend, not every person has each). The eval "
     "toolset answers only from the TaskData's `world` field."
 )
-REFERENCE_JOB = Path(__file__).parent / "reference_job"
+REFERENCE_JOB = Path(__file__).resolve().parents[1] / "reference_job"  # outside the package: agents never import it
+# The files of this package a job may import (the sandbox exposes only these): the eval
+# toolset and the tool semantics it shares with the checker.
+PUBLIC_MODULES = ("__init__.py", "toolset.py", "people.py")
+# The form of item the family's checker (`solve`, `skills`) can read; anything else counts as unverified.
+READ_FORM = (
+    "The family's own question, as in the dev examples, once in the prompt: `<What is|Find|Look up|Tell me|Give|"
+    "Report> the <home city|employer|birth year|pet|hobby> of the <relation> of ... <Full Name>` with 1-3 relations "
+    "(manager, mentor, sibling, neighbor, best friend; outermost first) and a capitalised `First [X.] Last` name; "
+    "the rest of the prompt is free. The world must be a people directory in the WORLD format (every value a "
+    "string) in which that person, each relation on the chain and the final attribute exist."
+)
 
 
 def _tool(name: str, doc: str, params: tuple[str, ...]) -> dict:
@@ -61,6 +72,7 @@ def dev_examples() -> list[dict]:
 
 
 __all__ = [
-    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
-    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "PUBLIC_MODULES", "READ_FORM",
+    "EVAL_TOOLS", "EVAL_TOOLSET", "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "skills",
+    "distractors", "dev_examples",
 ]

@@ -18,12 +18,15 @@ wrong answer (that is what makes the distractors wrong).
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import string
 
-RELATIONS = ("manager", "mentor", "sibling", "neighbor", "best_friend")
-ATTRIBUTES = ("city", "employer", "birth_year", "pet", "hobby")
+from multi_hop.people import (  # noqa: F401  (the tools' logic; re-exported for the library and tests)
+    _ALIASES, ATTRIBUTES, RELATIONS, _key, _name_key, _person, get_attribute, get_relation, list_relations,
+)
+
 VALUES = {
     "city": ("Lisbon", "Porto", "Oslo", "Bergen", "Tampere", "Ghent", "Leeds", "Cork", "Graz", "Lyon", "Nantes",
              "Turin", "Bologna", "Krakow", "Brno", "Seville", "Utrecht", "Aarhus", "Dresden", "Zagreb", "Valencia",
@@ -54,7 +57,7 @@ LAST_NAMES = tuple("""
     Wojcik Yilmaz Zapata Aguirre Bergstrom Ciobanu Drummond Ferreira Grimaldi Hoffmann Ibsen Jokela Kuznetsov Laine
     Marchetti Nakamura Ostrowski Rautio""".split())
 
-# How relations and attributes are worded in prompts; `tag_text` parses these.
+# How relations and attributes are worded in prompts; `parse` reads these back.
 REL_WORDS = {r: r.replace("_", " ") for r in RELATIONS}
 ATTR_WORDS = {"city": "home city", "employer": "employer", "birth_year": "birth year", "pet": "pet", "hobby": "hobby"}
 QUESTIONS = ("What is the {attr} of {chain}?", "Find the {attr} of {chain}.", "Look up the {attr} of {chain}.",
@@ -66,67 +69,6 @@ ANSWER_FORMAT = "Finish with a line `Answer: <value>` giving the attribute value
 DIFFICULTY = {1: (1, 8, 10), 2: (2, 9, 12), 3: (3, 11, 14)}
 DIFFICULTY_LEVELS = tuple(DIFFICULTY)
 SKILL_TAGS = ("hops_2", "hops_3", "hops_4", *RELATIONS, *ATTRIBUTES)
-
-
-# -- the tools' logic, shared by the Toolset and the reference solver ---------------------------
-
-_ALIASES = {"neighbour": "neighbor", "bestfriend": "best_friend", "home_city": "city", "year_of_birth": "birth_year"}
-
-
-def _key(text: str) -> str:
-    """A relation or attribute name as the world spells it ("Best friend" -> "best_friend")."""
-    key = re.sub(r"[\s-]+", "_", str(text).strip().lower())
-    return _ALIASES.get(key, key)
-
-
-def _name_key(name: str) -> str:
-    return " ".join(str(name).replace(".", " ").split()).lower()
-
-
-def _person(world: dict, name: str) -> tuple[str, dict] | str:
-    """(canonical name, record), or an error string. Names match case-insensitively, and the
-    period after a middle initial is optional."""
-    wanted = _name_key(name)
-    for full, record in (world.get("people") or {}).items():
-        if _name_key(full) == wanted:
-            return full, record
-    return f"error: no person named {name!r}"
-
-
-def get_relation(world: dict, person: str, relation: str) -> str:
-    """The full name of `person`'s `relation`, or an error string."""
-    found = _person(world, person)
-    if isinstance(found, str):
-        return found
-    name, record = found
-    rel = _key(relation)
-    if rel not in RELATIONS:
-        return f"error: unknown relation {relation!r} (known: {', '.join(RELATIONS)})"
-    other = record.get("relations", {}).get(rel)
-    return other if other else f"error: {name} has no {rel}"
-
-
-def get_attribute(world: dict, person: str, attribute: str) -> str:
-    """`person`'s `attribute`, or an error string."""
-    found = _person(world, person)
-    if isinstance(found, str):
-        return found
-    name, record = found
-    attr = _key(attribute)
-    if attr not in ATTRIBUTES:
-        return f"error: unknown attribute {attribute!r} (known: {', '.join(ATTRIBUTES)})"
-    value = record.get("attributes", {}).get(attr)
-    return str(value) if value is not None else f"error: {name} has no recorded {attr}"
-
-
-def list_relations(world: dict, person: str) -> str:
-    """The relations `person` has, comma-separated, or an error string."""
-    found = _person(world, person)
-    if isinstance(found, str):
-        return found
-    name, record = found
-    rels = [r for r in RELATIONS if record.get("relations", {}).get(r)]
-    return ", ".join(rels) if rels else f"{name} has no recorded relations"
 
 
 # -- generation ---------------------------------------------------------------------------------
@@ -216,20 +158,44 @@ def generate(seed: int | str, n: int, namespace: str = "public", difficulty: int
 
 _NAME = r"[A-Z][A-Za-z'-]+(?: [A-Z]\.)? [A-Z][A-Za-z'-]+"
 _REL_ALT = "|".join(REL_WORDS.values())
+MAX_HOPS = max(hops for hops, _, _ in DIFFICULTY.values())  # relations in a chain the skill tags can express
 _QUESTION = re.compile(
     rf"(?:{'|'.join(q.split(' the ')[0] for q in QUESTIONS)}) the (?P<attr>{'|'.join(ATTR_WORDS.values())}) of "
-    rf"(?P<chain>(?:the (?:{_REL_ALT}) of )+)(?P<start>{_NAME})")
+    rf"(?P<chain>(?:the (?:{_REL_ALT}) of ){{1,{MAX_HOPS}}})(?P<start>{_NAME})")
 
 
 def parse(prompt: str) -> tuple[str, list[str], str]:
-    """(start person, relations in hop order, attribute) from a prompt in the family's wording."""
-    m = _QUESTION.search(prompt)
-    if not m:
-        raise ValueError("not a multi_hop question")
+    """(start person, relations in hop order, attribute) from a prompt in the family's wording
+    (ValueError otherwise): exactly one question, with 1 to MAX_HOPS relations."""
+    if not isinstance(prompt, str):
+        raise ValueError("the prompt is not a string")
+    found = [m for _, m in zip(range(2), _QUESTION.finditer(prompt))]
+    if len(found) != 1:
+        raise ValueError("not a multi_hop question" if not found else "more than one multi_hop question")
+    m = found[0]
     words = {w: r for r, w in REL_WORDS.items()}
     chain = [words[w] for w in reversed(re.findall(rf"the ({_REL_ALT}) of ", m["chain"]))]
     attribute = {w: a for a, w in ATTR_WORDS.items()}[m["attr"]]
     return m["start"], chain, attribute
+
+
+def check_world(world) -> None:
+    """ValueError unless `world` is a people directory in the family's format (see WORLD)."""
+    if not isinstance(world, dict) or not isinstance(world.get("people"), dict) or not world["people"]:
+        raise ValueError('the world must be {"people": {"<Full Name>": {...}, ...}} with at least one person')
+    keys = set()
+    for name, record in world["people"].items():
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError("every person needs a non-empty name")
+        if _name_key(name) in keys:
+            raise ValueError(f"two people share the name {name!r}")
+        keys.add(_name_key(name))
+        if not isinstance(record, dict) or not isinstance(record.get("attributes"), dict) \
+                or not isinstance(record.get("relations"), dict):
+            raise ValueError(f"{name!r} needs an `attributes` and a `relations` object")
+        for field in ("attributes", "relations"):
+            if not all(isinstance(k, str) and isinstance(v, str) for k, v in record[field].items()):
+                raise ValueError(f"{name!r}: {field} must map names to strings")
 
 
 def follow(world: dict, start: str, chain: list[str], attribute: str) -> str:
@@ -242,26 +208,66 @@ def follow(world: dict, start: str, chain: list[str], attribute: str) -> str:
     return get_attribute(world, person, attribute)
 
 
-def solve(row: dict) -> dict:
-    """The reference solver: one `people_get_relation` call per hop, each naming the person the
-    previous call returned, then `people_get_attribute`. It reads the question from the prompt
-    and every fact through the tool functions over the item's world."""
+def _read(row: dict) -> tuple[str, list[str], str, dict, list[dict]]:
+    """(start, chain, attribute, world, the reference tool calls) of a row; ValueError when the
+    family cannot read it: the prompt is not its question, or the world is missing, malformed
+    or does not hold the chain and the attribute."""
+    if not isinstance(row, dict):
+        raise ValueError("an item is a dict")
     start, chain, attribute = parse(row["prompt"])
-    world, calls, person = row["world"], [], start
+    world = row.get("world")
+    check_world(world)
+    calls, person = [], start
     for rel in chain:
         result = get_relation(world, person, rel)
         calls.append({"tool": "people_get_relation", "arguments": {"person": person, "relation": rel}, "result": result})
+        if result.startswith("error:"):
+            raise ValueError(f"the world does not hold the question's chain: {result}")
         person = result
     value = get_attribute(world, person, attribute)
     calls.append({"tool": "people_get_attribute", "arguments": {"person": person, "attribute": attribute}, "result": value})
-    return {"calls": calls, "reply": f"Answer: {value}"}
+    if value.startswith("error:") or not value.strip():
+        raise ValueError(f"the world does not hold the asked attribute: {value}")
+    return start, chain, attribute, world, calls
 
 
+def _strict(fn):
+    """Any failure to read an item surfaces as ValueError (and only ValueError)."""
+    @functools.wraps(fn)
+    def wrapper(row):
+        try:
+            return fn(row)
+        except ValueError:
+            raise
+        except (KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError, OverflowError, RecursionError) as e:
+            raise ValueError(f"multi_hop cannot read this item: {type(e).__name__}: {e}") from e
+    return wrapper
+
+
+@_strict
+def solve(row: dict) -> dict:
+    """The reference solver: one `people_get_relation` call per hop, each naming the person the
+    previous call returned, then `people_get_attribute`. It reads the question from the prompt
+    and every fact through the tool functions over the item's world; ValueError when the family
+    cannot read the item."""
+    *_, calls = _read(row)
+    return {"calls": calls, "reply": f"Answer: {calls[-1]['result']}"}
+
+
+@_strict
+def skills(row: dict) -> set[str]:
+    """The item's skill tags, read from its prompt (hops, relations, attribute) by the family's
+    own parser, the world checked to hold the chain (equal to the generator's `skills` on
+    generated items); ValueError when the family cannot read the item (see READ_FORM)."""
+    _, chain, attribute, _, _ = _read(row)
+    return set(skills_of(chain, attribute))
+
+
+@_strict
 def distractors(row: dict) -> list[dict]:
     """Plausible wrong answers, each labelled by the mistake that produces it; only those whose
     value differs from the answer (and from each other) are kept."""
-    start, chain, attribute = parse(row["prompt"])
-    world = row["world"]
+    start, chain, attribute, world, _ = _read(row)
     path = [start]
     for rel in chain:
         path.append(get_relation(world, path[-1], rel))
@@ -315,41 +321,3 @@ def check(reply: str, answer: str) -> bool:
     markers and trailing punctuation (see `normalise`); without an `Answer:` line it fails."""
     got = extract_answer(reply)
     return bool(got) and got == normalise(str(answer))
-
-
-# Keyword fallbacks for prompts a job author wrote in their own words.
-_REL_PATTERNS = {
-    "manager": r"\b(manager|boss|supervisor|reports to)",
-    "mentor": r"\bmentor",
-    "sibling": r"\b(sibling|brother|sister)",
-    "neighbor": r"\bneighbou?r",
-    "best_friend": r"\b(best[ _-]?friend|closest friend)",
-}
-_ATTR_PATTERNS = {
-    "city": r"\b(city|cities|lives? in|hometown|town)\b",
-    "employer": r"\b(employer|works? (for|at)|company)",
-    "birth_year": r"\b(birth[ _]?year|born|year of birth)",
-    "pet": r"\bpets?\b",
-    "hobby": r"\b(hobby|hobbies|pastime)",
-}
-
-
-def tag_text(text: str) -> set[str]:
-    """Skill tags read off any task prompt: exact for the family's own wording (parsed),
-    keyword heuristics otherwise (hops = relation mentions + 1, capped at 4)."""
-    try:
-        _, chain, attribute = parse(text)
-        return set(skills_of(chain, attribute))
-    except ValueError:
-        pass
-    lower = text.lower()
-    tags, mentions = set(), 0
-    for rel, pattern in _REL_PATTERNS.items():
-        hits = re.findall(pattern, lower)
-        if hits:
-            tags.add(rel)
-            mentions += len(hits)
-    tags |= {attr for attr, pattern in _ATTR_PATTERNS.items() if re.search(pattern, lower)}
-    if mentions:
-        tags.add(f"hops_{min(4, mentions + 1)}")
-    return tags

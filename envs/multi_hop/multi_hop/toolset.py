@@ -2,12 +2,12 @@
 
 The trained model sees exactly these tools at eval time (`people_get_relation`,
 `people_get_attribute`, `people_list_relations`). They answer from the rollout task's `world`
-(see `multi_hop.items` for its format), so a job's TaskData must carry a `world: dict` field.
+(see `multi_hop.people` for its format), so a job's TaskData must carry a `world: dict` field.
 """
 
 import verifiers.v1 as vf
 
-from multi_hop import items
+from multi_hop import people
 
 
 class MultiHopToolset(vf.Toolset[vf.ToolsetConfig]):
@@ -24,17 +24,17 @@ class MultiHopToolset(vf.Toolset[vf.ToolsetConfig]):
     @vf.tool
     def get_relation(self, person: str, relation: str) -> str:
         """Return the full name of a person's manager, mentor, sibling, neighbor or best_friend."""
-        return items.get_relation(self.world, person, relation)
+        return people.get_relation(self.world, person, relation)
 
     @vf.tool
     def get_attribute(self, person: str, attribute: str) -> str:
         """Return a person's city, employer, birth_year, pet or hobby."""
-        return items.get_attribute(self.world, person, attribute)
+        return people.get_attribute(self.world, person, attribute)
 
     @vf.tool
     def list_relations(self, person: str) -> str:
         """Return which relations (manager, mentor, ...) a person has."""
-        return items.list_relations(self.world, person)
+        return people.list_relations(self.world, person)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ A family is a module with these names; trainergym reads them without importing v
 from pathlib import Path
 
 from string_pipeline.items import (
-    ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text,
+    ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve,
 )
 
 ID = "string_pipeline"
@@ -21,7 +21,21 @@ TEACH = (
 )
 ANSWER = ANSWER_FORMAT
 WORLD = None  # the tools need no per-task state (see trainergym.tasks.Family.WORLD)
-REFERENCE_JOB = Path(__file__).parent / "reference_job"
+REFERENCE_JOB = Path(__file__).resolve().parents[1] / "reference_job"  # outside the package: agents never import it
+# The files of this package a job may import (the sandbox exposes only these): the eval
+# toolset and the tool semantics it shares with the checker.
+PUBLIC_MODULES = ("__init__.py", "toolset.py", "text.py")
+# The form of item the family's checker (`solve`, `skills`) can read; anything else counts as unverified.
+READ_FORM = (
+    "The family's own wording, as in the dev examples: a line `Start with the string \"S\".` (S of ASCII letters "
+    "and digits), then one line per operation, `Step 1: ...`, `Step 2: ...` numbered from 1 in order, each worded "
+    "exactly as the dev examples word it (`reverse it`, `swap the case of every letter`, `Caesar-shift its letters "
+    "forward by N (digits unchanged, case kept)`, `rotate it left by N (move the first character to the end, N "
+    "times)`, `replace every \"A\" with \"B\"` (A, B letters and digits), `keep only the first N characters`, "
+    "`drop the first N characters`, `remove repeated characters (case-sensitive), keeping the first occurrence of "
+    "each`) and ending with a period; other lines are free text. Strings up to 1,000 characters at every step; "
+    "no world is needed."
+)
 
 
 def _tool(name: str, doc: str, **params: str) -> dict:
@@ -60,6 +74,7 @@ def dev_examples() -> list[dict]:
 
 
 __all__ = [
-    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
-    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "PUBLIC_MODULES", "READ_FORM",
+    "EVAL_TOOLS", "EVAL_TOOLSET", "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "skills",
+    "distractors", "dev_examples",
 ]

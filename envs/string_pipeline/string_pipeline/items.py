@@ -11,68 +11,16 @@ describe and error-prone to do in one's head. The tools are stateless: `world` i
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import string
 
-# --- the operations: the same pure functions back the eval tools and the solver --------
+from string_pipeline.text import (  # noqa: F401  (the tools' semantics; re-exported for the library and tests)
+    OPERATIONS, OPS, TOOL_PREFIX, caesar, dedupe, drop, replace, reverse, rotate, swapcase, take,
+)
 
-
-def reverse(text: str) -> str:
-    return text[::-1]
-
-
-def swapcase(text: str) -> str:
-    return text.swapcase()
-
-
-def caesar(text: str, shift: int) -> str:
-    """Shift ASCII letters forward by `shift` (mod 26), keeping case; others unchanged."""
-    out = []
-    for ch in text:
-        for alphabet in (string.ascii_lowercase, string.ascii_uppercase):
-            if ch in alphabet:
-                ch = alphabet[(alphabet.index(ch) + shift) % 26]
-                break
-        out.append(ch)
-    return "".join(out)
-
-
-def rotate(text: str, k: int) -> str:
-    """Move the first k characters to the end; k wraps around the length."""
-    if not text:
-        return text
-    k %= len(text)
-    return text[k:] + text[:k]
-
-
-def replace(text: str, old: str, new: str) -> str:
-    """Replace every occurrence of `old` (non-empty) with `new`."""
-    if not old:
-        raise ValueError("old must be a non-empty string")
-    return text.replace(old, new)
-
-
-def take(text: str, n: int) -> str:
-    """The first n characters (none for n <= 0)."""
-    return text[: max(0, n)]
-
-
-def drop(text: str, n: int) -> str:
-    """Everything after the first n characters (all of it for n <= 0)."""
-    return text[max(0, n) :]
-
-
-def dedupe(text: str) -> str:
-    """Keep the first occurrence of each character (case-sensitive)."""
-    return "".join(dict.fromkeys(text))
-
-
-OPERATIONS = {f.__name__: f for f in (reverse, swapcase, caesar, rotate, replace, take, drop, dedupe)}
-OPS = tuple(OPERATIONS)
-TOOL_PREFIX = "text"
-
-# How each step is worded in prompts; `parse` inverts this and `tag_text` also knows synonyms.
+# How each step is worded in prompts; `parse` inverts this.
 _PHRASES = {
     "reverse": "reverse it",
     "swapcase": "swap the case of every letter",
@@ -227,22 +175,75 @@ def _phrase_pattern(phrase: str) -> re.Pattern:
 _PATTERNS = {op: _phrase_pattern(phrase) for op, phrase in _PHRASES.items()}
 
 
+# What the checker reads (see READ_FORM in family.py): a `Start with the string "..."` line,
+# then one `Step k: ...` line per operation (k = 1, 2, ...) worded exactly as `_PHRASES`; other
+# lines are free text. Bounds keep reading fast on any input.
+MAX_CHARS = 1000  # the longest start or intermediate string
+MAX_DIGITS = 100  # the longest number in a step
+_START = re.compile(r'Start with the string "([A-Za-z0-9]+)"\.')
+_STEP_HEAD = re.compile(r"Step \d+:")
+_STEP = re.compile(r"Step (\d+): (.*)\.")
+
+
+def _number(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise ValueError(f"a number longer than {MAX_DIGITS} digits")
+    return int(text)
+
+
 def parse(prompt: str) -> tuple[str, list[tuple[str, dict]]]:
     """Recover (start, steps) from a prompt in the family's wording (ValueError otherwise)."""
-    start = re.search(r'Start with the string "([A-Za-z0-9]+)"', prompt)
-    lines = re.findall(r"Step \d+: (.*)\.", prompt)
-    if not start or not lines:
-        raise ValueError("not a string_pipeline prompt")
-    steps = []
-    for line in lines:
-        for op, pattern in _PATTERNS.items():
-            m = pattern.fullmatch(line)
-            if m:
-                steps.append((op, {k: v if k in ("old", "new") else int(v) for k, v in m.groupdict().items()}))
-                break
-        else:
-            raise ValueError(f"unrecognised step: {line!r}")
-    return start.group(1), steps
+    if not isinstance(prompt, str):
+        raise ValueError("the prompt is not a string")
+    start, steps = None, []
+    for line in prompt.splitlines():
+        line = line.strip()
+        if m := _START.fullmatch(line):
+            if start is not None or steps:
+                raise ValueError("a second `Start with the string` line, or one after the steps")
+            start = m.group(1)
+        elif _STEP_HEAD.match(line):
+            m = _STEP.fullmatch(line)
+            if start is None or not m or int(m.group(1)) != len(steps) + 1:
+                raise ValueError(f"step out of place or misnumbered: {line[:200]!r}")
+            for op, pattern in _PATTERNS.items():
+                if found := pattern.fullmatch(m.group(2)):
+                    steps.append((op, {k: v if k in ("old", "new") else _number(v) for k, v in found.groupdict().items()}))
+                    break
+            else:
+                raise ValueError(f"unrecognised step: {line[:200]!r}")
+    if start is None or not steps:
+        raise ValueError('not a string_pipeline prompt: it needs a `Start with the string "...".` line and '
+                         "`Step 1: ...` lines")
+    return start, steps
+
+
+def _read(row: dict) -> tuple[str, list[tuple[str, dict]], list[str]]:
+    """(start, steps, the string after each step) of a row; ValueError if unreadable."""
+    if not isinstance(row, dict):
+        raise ValueError("an item is a dict")
+    start, steps = parse(row["prompt"])
+    values = [start]
+    for op, args in steps:
+        if len(values[-1]) > MAX_CHARS:
+            raise ValueError(f"a string longer than {MAX_CHARS} characters")
+        values.append(OPERATIONS[op](values[-1], **args))
+    if len(values[-1]) > MAX_CHARS:
+        raise ValueError(f"a string longer than {MAX_CHARS} characters")
+    return start, steps, values
+
+
+def _strict(fn):
+    """Any failure to read an item surfaces as ValueError (and only ValueError)."""
+    @functools.wraps(fn)
+    def wrapper(row):
+        try:
+            return fn(row)
+        except ValueError:
+            raise
+        except (KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError, OverflowError, RecursionError) as e:
+            raise ValueError(f"string_pipeline cannot read this item: {type(e).__name__}: {e}") from e
+    return wrapper
 
 
 # --- checking, solving, distractors ---------------------------------------------------------
@@ -268,25 +269,34 @@ def check(reply: str, answer: str) -> bool:
     return extract_answer(reply or "") == answer
 
 
+@_strict
 def solve(row: dict) -> dict:
     """The reference solver: one tool call per step, each fed the previous output.
-    Reads only the item's prompt, as a model would (the tools need no world)."""
-    text, steps = parse(row["prompt"])
-    calls = []
-    for op, args in steps:
-        result = OPERATIONS[op](text, **args)
-        calls.append({"tool": f"{TOOL_PREFIX}_{op}", "arguments": {"text": text, **args}, "result": result})
-        text = result
-    return {"calls": calls, "reply": f"Answer: {text}"}
+    Reads only the item's prompt, as a model would (the tools need no world); ValueError
+    when it cannot read it."""
+    _, steps, values = _read(row)
+    calls = [{"tool": f"{TOOL_PREFIX}_{op}", "arguments": {"text": text, **args}, "result": result}
+             for (op, args), text, result in zip(steps, values, values[1:])]
+    return {"calls": calls, "reply": f"Answer: {values[-1]}"}
 
 
+@_strict
+def skills(row: dict) -> set[str]:
+    """The item's skill tags, read from its prompt by the family's own parser (equal to the
+    generator's `skills` on generated items); ValueError when the prompt is not in the
+    family's form (see READ_FORM)."""
+    start, steps, _ = _read(row)
+    return _skills(start, steps)
+
+
+@_strict
 def distractors(row: dict) -> list[dict]:
     """Plausible wrong answers, each labelled by the mistake that produces it: for each
     kind, the first variant pipeline whose output is new. Answers always hold a letter, so
     `case_error` always exists; every step changes the string, so skipping one gives a
     second wrong answer (unless every skip lands on the case-flipped answer)."""
-    start, steps = parse(row["prompt"])
-    answer = run(start, steps)[-1]
+    start, steps, values = _read(row)
+    answer = values[-1]
     kinds = {
         "case_error": [answer.swapcase()],
         "skipped_step": (run(start, steps[:i] + steps[i + 1 :])[-1] for i in reversed(range(len(steps)))),
@@ -308,37 +318,3 @@ def distractors(row: dict) -> list[dict]:
             seen.add(value)
             out.append({"kind": kind, "reply": f"Answer: {value}"})
     return out
-
-
-# --- skill tags from any prompt ---------------------------------------------------------------
-
-_OP_WORDS = {
-    "reverse": r"\brevers",
-    "swapcase": r"swap(ping|s)? (the )?case|swapcase|invert(ing)? (the )?case|toggle (the )?case",
-    "caesar": r"caesar|\brot-?\d+|shift (its |the |each |every |all )?letters",
-    "rotate": r"\brotat",
-    "replace": r"\breplac|\bsubstitut",
-    "take": r"\b(keep|take) (only )?the first|\btruncate|\bfirst \d+ characters? only",
-    "drop": r"\bdrop|(remove|delete|cut|chop) (off )?the first \d+",
-    "dedupe": r"dedup|repeated characters|duplicate characters|remove duplicates",
-}
-
-
-def tag_text(text: str) -> set[str]:
-    """Skill tags read off any task prompt: exact for prompts in the family's wording,
-    keyword heuristics for prompts a job author wrote in their own words."""
-    try:
-        return _skills(*parse(text))
-    except ValueError:
-        pass
-    lower = text.lower()
-    tags = {op for op, pattern in _OP_WORDS.items() if re.search(pattern, lower)}
-    mentions = sum(len(re.findall(pattern, lower)) for pattern in _OP_WORDS.values())
-    if mentions >= 5 or len(re.findall(r"\bstep \d+", lower)) >= 5:
-        tags.add("long_pipeline")
-    quoted = re.findall(r"[\"'`]([A-Za-z0-9]{4,})[\"'`]", text)
-    if any(_is_mixed_case(q) for q in quoted) or re.search(r"mixed[- ]case", lower):
-        tags.add("mixed_case")
-    if re.search(r"(caesar|shift|rotat)[^.\n]*?\b\d{2,}\b", lower):
-        tags.add("large_shift")
-    return tags

@@ -8,53 +8,53 @@ and eval use the same tools.
 
 import verifiers.v1 as vf
 
-from string_pipeline import items
+from string_pipeline import text as ops
 
 
 class StringPipelineToolset(vf.Toolset[vf.ToolsetConfig]):
-    TOOL_PREFIX = items.TOOL_PREFIX
+    TOOL_PREFIX = ops.TOOL_PREFIX
 
     @vf.tool
     def reverse(self, text: str) -> str:
         """Return the text reversed."""
-        return items.reverse(text)
+        return ops.reverse(text)
 
     @vf.tool
     def swapcase(self, text: str) -> str:
         """Return the text with every letter's case swapped."""
-        return items.swapcase(text)
+        return ops.swapcase(text)
 
     @vf.tool
     def caesar(self, text: str, shift: int) -> str:
         """Shift each letter forward by `shift` places in the alphabet (wrapping, case kept); other characters stay."""
-        return items.caesar(text, shift)
+        return ops.caesar(text, shift)
 
     @vf.tool
     def rotate(self, text: str, k: int) -> str:
         """Move the first k characters to the end (k wraps around the text's length)."""
-        return items.rotate(text, k)
+        return ops.rotate(text, k)
 
     @vf.tool
     def replace(self, text: str, old: str, new: str) -> str:
         """Replace every occurrence of `old` with `new`."""
         if not old:
             return "error: old must be a non-empty string"
-        return items.replace(text, old, new)
+        return ops.replace(text, old, new)
 
     @vf.tool
     def take(self, text: str, n: int) -> str:
         """Return the first n characters of the text."""
-        return items.take(text, n)
+        return ops.take(text, n)
 
     @vf.tool
     def drop(self, text: str, n: int) -> str:
         """Return the text without its first n characters."""
-        return items.drop(text, n)
+        return ops.drop(text, n)
 
     @vf.tool
     def dedupe(self, text: str) -> str:
         """Remove repeated characters, keeping the first occurrence of each (case-sensitive)."""
-        return items.dedupe(text)
+        return ops.dedupe(text)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ Held out: never trained on, it measures whether a job's training generalises.
 
 from pathlib import Path
 
-from triage.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, solve, tag_text
+from triage.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve
 
 ID = "triage"
 TITLE = "On-call incident triage"
@@ -26,7 +26,18 @@ WORLD = (
     "\"service\", \"at\": \"HH:MM\", \"author\"}]}; the eval toolset (TriageToolset) reads it from the "
     "TaskData's `world` field and answers every ops_* call from it."
 )
-REFERENCE_JOB = Path(__file__).parent / "reference_job"
+REFERENCE_JOB = Path(__file__).resolve().parents[1] / "reference_job"  # outside the package: agents never import it
+# The files of this package a job may import (the sandbox exposes only these): the eval
+# toolset and the tool semantics it shares with the checker.
+PUBLIC_MODULES = ("__init__.py", "toolset.py", "ops.py")
+# The form of item the family's checker (`solve`, `skills`) can read; anything else counts as unverified.
+READ_FORM = (
+    "Any prompt that names one incident id, `INC-<digits>` (as the dev examples do), with a world in the WORLD format "
+    "that holds that incident (a service of the world, `started_at` HH:MM), services whose `depends_on` name services "
+    "of the world, and deploys with distinct `D-<digits>` ids on services of the world at HH:MM times, in which the "
+    "runbook finds a single most recent deploy in the 2 hours before the start within two dependency levels of the "
+    "incident's service. The skill tags are read off the world, not the prompt's hints."
+)
 
 
 def _lookup(name: str, param: str, doc: str) -> dict:
@@ -60,6 +71,7 @@ def dev_examples() -> list[dict]:
 
 
 __all__ = [
-    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "EVAL_TOOLS", "EVAL_TOOLSET",
-    "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "distractors", "tag_text", "dev_examples",
+    "ID", "TITLE", "HELD_OUT", "TEACH", "ANSWER", "WORLD", "REFERENCE_JOB", "PUBLIC_MODULES", "READ_FORM",
+    "EVAL_TOOLS", "EVAL_TOOLSET", "SKILL_TAGS", "DIFFICULTY_LEVELS", "generate", "check", "solve", "skills",
+    "distractors", "dev_examples",
 ]

@@ -14,9 +14,12 @@ start, older releases, and releases on services that call the incident's service
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
+
+from triage.ops import _service_key, get_incident, get_service, list_deploys, minutes  # noqa: F401  (re-exported)
 
 WINDOW_MINUTES = 120
 LEVEL_TAGS = {1: "direct_deploy", 2: "dependency_deploy", 3: "two_level_dependency"}
@@ -37,8 +40,8 @@ RUNBOOK = (
     "that window, check the services it depends on; if none of those did either, check their dependencies. "
     "The culprit is the most recent deploy in the window at the nearest level."
 )
-# How the prompt states what the first responder saw (the level) and the decoys present;
-# `tag_text` parses these back exactly.
+# How the prompt states what the first responder saw (the level) and the decoys present (hints
+# for the model; `skills` reads the level and the decoys off the world itself).
 RESPONDER = {
     1: "the incident's own service was deployed recently.",
     2: "the incident's own service has been quiet; suspect one of its direct dependencies.",
@@ -69,50 +72,8 @@ SYMPTOMS = (
 )
 
 
-def minutes(clock: str) -> int:
-    hours, mins = clock.split(":")
-    return int(hours) * 60 + int(mins)
-
-
 def clock(total: int) -> str:
     return f"{total // 60:02d}:{total % 60:02d}"
-
-
-# --- the ops tools, as pure functions of an item's world (the Toolset and solve() share them)
-
-
-def _service_key(world: dict, service: str) -> str | None:
-    wanted = str(service).strip().lower()
-    return next((name for name in world.get("services", {}) if name.lower() == wanted), None)
-
-
-def get_incident(world: dict, incident_id: str) -> str:
-    """The incident's id, service, start time and symptom, as JSON."""
-    wanted = str(incident_id).strip().upper()
-    for key, incident in world.get("incidents", {}).items():
-        if key.upper() == wanted:
-            return json.dumps({"id": key, **incident})
-    return f"error: no incident {incident_id!r}"
-
-
-def get_service(world: dict, service: str) -> str:
-    """A service's owner, its dependencies and (derived) the services that call it, as JSON."""
-    name = _service_key(world, service)
-    if name is None:
-        return f"error: no service named {service!r}"
-    info = world["services"][name]
-    used_by = sorted(other for other, o in world["services"].items() if name in o["depends_on"])
-    return json.dumps({"name": name, "owner": info["owner"], "depends_on": info["depends_on"], "used_by": used_by})
-
-
-def list_deploys(world: dict, service: str) -> str:
-    """A service's deploys, oldest first, as a JSON list of {id, at, author}."""
-    name = _service_key(world, service)
-    if name is None:
-        return f"error: no service named {service!r}"
-    mine = [d for d in world.get("deploys", []) if d["service"] == name]
-    mine.sort(key=lambda d: minutes(d["at"]))
-    return json.dumps([{"id": d["id"], "at": d["at"], "author": d["author"]} for d in mine])
 
 
 # --- generation
@@ -244,30 +205,93 @@ def check(reply: str, answer: str) -> bool:
 # --- the reference solver and the distractors
 
 
-def solve(item: dict) -> dict:
-    """The runbook, level by level, through the ops tools only: the incident, then each
-    level's deploys until one falls in the window, then the culprit service's owner."""
-    world, calls = item["world"], []
+# What the checker reads (see READ_FORM in family.py): the prompt names one incident
+# (`INC-<digits>`); the world (format in WORLD) holds it, its services and the deploy log, and
+# the runbook finds the culprit within MAX_DEPTH dependency levels of the incident's service.
+MAX_DEPTH = len(LEVEL_TAGS) - 1
+_INCIDENT = re.compile(r"\bINC-\d+")
+_CLOCK = re.compile(r"([01]\d|2[0-3]):[0-5]\d")
+_DEPLOY = re.compile(r"D-\d{1,30}")
+
+
+def _text(value) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def check_world(world) -> None:
+    """ValueError unless `world` is an on-call world in the family's format (see WORLD): services
+    with owners and dependencies that exist, incidents on known services with HH:MM start times,
+    and deploys with distinct `D-<digits>` ids on known services at HH:MM times."""
+    if not isinstance(world, dict) or not isinstance(world.get("services"), dict) \
+            or not isinstance(world.get("incidents"), dict) or not isinstance(world.get("deploys"), list):
+        raise ValueError('the world must be {"services": {...}, "incidents": {...}, "deploys": [...]}')
+    services = world["services"]
+    if len({name.lower() for name in services if isinstance(name, str)}) != len(services):
+        raise ValueError("service names must be distinct strings (case-insensitively)")
+    for name, info in services.items():
+        if not _text(name) or not isinstance(info, dict) or not _text(info.get("owner")) \
+                or not isinstance(info.get("depends_on"), list) \
+                or not all(isinstance(d, str) and d in services for d in info["depends_on"]):
+            raise ValueError(f'service {name!r} needs an "owner" and "depends_on": [names of services in the world]')
+    for key, incident in world["incidents"].items():
+        if not isinstance(incident, dict) or incident.get("service") not in services \
+                or not isinstance(incident.get("started_at"), str) or not _CLOCK.fullmatch(incident["started_at"]):
+            raise ValueError(f'incident {key!r} needs a "service" of the world and "started_at": "HH:MM"')
+    ids = set()
+    for deploy in world["deploys"]:
+        if not isinstance(deploy, dict) or not isinstance(deploy.get("id"), str) or not _DEPLOY.fullmatch(deploy["id"]) \
+                or deploy.get("service") not in services or not isinstance(deploy.get("at"), str) \
+                or not _CLOCK.fullmatch(deploy["at"]) or not isinstance(deploy.get("author"), str):
+            raise ValueError(f'every deploy needs an "id" D-<digits>, a "service" of the world, "at": "HH:MM" and '
+                             f'an "author": {str(deploy)[:200]}')
+        number = int(deploy["id"][2:])  # ids compare as numbers, as `check` compares them
+        if number in ids:
+            raise ValueError(f"two deploys share the id {deploy['id']}")
+        ids.add(number)
+
+
+def _read(item: dict) -> dict:
+    """The runbook applied to an item, through the ops tools only: the incident, then each
+    level's deploys until one falls in the window, then the culprit service's owner. Returns the
+    reference calls, the answer and what `skills` needs; ValueError when the family cannot read
+    the item (no single incident id in the prompt; the world missing, malformed, without that
+    incident, or without a single latest deploy in the window within MAX_DEPTH levels)."""
+    if not isinstance(item, dict):
+        raise ValueError("an item is a dict")
+    prompt, world = item["prompt"], item.get("world")
+    if not isinstance(prompt, str):
+        raise ValueError("the prompt is not a string")
+    named = {m.group(0).upper() for m in _INCIDENT.finditer(prompt)}
+    if len(named) != 1:
+        raise ValueError("the prompt must name exactly one incident, as INC-<digits>")
+    check_world(world)
+    calls = []
 
     def call(name: str, tool, arg_name: str, arg: str) -> dict | list:
         result = tool(world, arg)
         calls.append({"tool": f"ops_{name}", "arguments": {arg_name: arg}, "result": result})
+        if result.startswith("error:"):
+            raise ValueError(f"the world does not answer the runbook: {result}")
         return json.loads(result)
 
-    incident_id = re.search(r"\bINC-\d+", item["prompt"]).group(0)
+    incident_id = _INCIDENT.search(prompt).group(0)
     incident = call("get_incident", get_incident, "incident_id", incident_id)
     start = minutes(incident["started_at"])
-    level, seen, services = [incident["service"]], {incident["service"]}, {}
-    while level:
+    level, seen, services, searched = [incident["service"]], {incident["service"]}, {}, []
+    for depth in range(MAX_DEPTH + 1):
+        searched += level
         in_window = []
         for service in level:
             for d in call("list_deploys", list_deploys, "service", service):
                 if start - WINDOW_MINUTES <= minutes(d["at"]) < start:
                     in_window.append((minutes(d["at"]), d["id"], service))
         if in_window:
-            _, deploy_id, service = max(in_window)
+            at, deploy_id, service = max(in_window)
+            if sum(1 for t, _, _ in in_window if t == at) > 1:
+                raise ValueError("two deploys tie for the most recent in the window")
             owner = (services.get(service) or call("get_service", get_service, "service", service))["owner"]
-            return {"calls": calls, "reply": f"Answer: {deploy_id}, {owner}"}
+            return {"calls": calls, "answer": f"{deploy_id}, {owner}", "depth": depth, "start": start,
+                    "culprit": (at, deploy_id), "searched": searched}
         next_level = []
         for service in level:
             services[service] = call("get_service", get_service, "service", service)
@@ -276,11 +300,68 @@ def solve(item: dict) -> dict:
                     seen.add(dependency)
                     next_level.append(dependency)
         level = next_level
-    return {"calls": calls, "reply": "Answer: no deploy in the window"}
+    raise ValueError(f"no deploy in the window within {MAX_DEPTH} dependency levels of the incident's service")
 
 
+def _closure(world: dict, root: str) -> set[str]:
+    """`root` and every service it depends on, directly or not."""
+    closure, frontier = {root}, [root]
+    while frontier:
+        frontier = list(dict.fromkeys(d for s in frontier for d in world["services"][s]["depends_on"] if d not in closure))
+        closure |= set(frontier)
+    return closure
+
+
+def _strict(fn):
+    """Any failure to read an item surfaces as ValueError (and only ValueError)."""
+    @functools.wraps(fn)
+    def wrapper(row):
+        try:
+            return fn(row)
+        except ValueError:
+            raise
+        except (KeyError, TypeError, AttributeError, IndexError, ZeroDivisionError, OverflowError, RecursionError) as e:
+            raise ValueError(f"triage cannot read this item: {type(e).__name__}: {e}") from e
+    return wrapper
+
+
+@_strict
+def solve(item: dict) -> dict:
+    """The runbook, level by level, through the ops tools only: the incident, then each
+    level's deploys until one falls in the window, then the culprit service's owner;
+    ValueError when the family cannot read the item."""
+    found = _read(item)
+    return {"calls": found["calls"], "reply": f"Answer: {found['answer']}"}
+
+
+@_strict
+def skills(row: dict) -> set[str]:
+    """The item's skill tags, read off its world by the family's own solver (equal to the
+    generator's `skills` on generated items): the culprit's dependency level; `decoy_after_start`
+    if a searched service has a deploy at or after the start, `decoy_older` if one has a deploy
+    older than the culprit, `unrelated_service` if a service outside the incident service's
+    dependencies has one in the window; always `owner_lookup`. ValueError when the family cannot
+    read the item (see READ_FORM)."""
+    found = _read(row)
+    world, start, (culprit_at, culprit_id) = row["world"], found["start"], found["culprit"]
+    closure = _closure(world, found["searched"][0])
+    searched = set(found["searched"])
+    tags = {LEVEL_TAGS[found["depth"] + 1], "owner_lookup"}
+    for d in world["deploys"]:
+        at = minutes(d["at"])
+        if d["service"] in searched and at >= start:
+            tags.add("decoy_after_start")
+        if d["service"] in searched and at < culprit_at and d["id"] != culprit_id:
+            tags.add("decoy_older")
+        if d["service"] not in closure and start - WINDOW_MINUTES <= at < start:
+            tags.add("unrelated_service")
+    return tags
+
+
+@_strict
 def distractors(item: dict) -> list[dict]:
     """Plausible wrong answers, each labelled by the mistake that produces it."""
+    _read(item)
     world = item["world"]
     culprit_id, _, owner = (p.strip() for p in item["answer"].partition(","))
     (incident,) = world["incidents"].values()
@@ -288,10 +369,7 @@ def distractors(item: dict) -> list[dict]:
     owners = {s: info["owner"] for s, info in world["services"].items()}
     deploys = {d["id"]: d for d in world["deploys"]}
     culprit = deploys[culprit_id]
-    closure, frontier = {root}, [root]
-    while frontier:
-        frontier = [d for s in frontier for d in world["services"][s]["depends_on"] if d not in closure]
-        closure |= set(frontier)
+    closure = _closure(world, root)
     after = [d for d in world["deploys"] if minutes(d["at"]) >= start and d["service"] in closure]
     own_before = [d for d in world["deploys"] if d["service"] == root and minutes(d["at"]) < start and d is not culprit]
     older = own_before or [d for d in world["deploys"] if d["service"] in closure and minutes(d["at"]) < minutes(culprit["at"])]
@@ -305,32 +383,3 @@ def distractors(item: dict) -> list[dict]:
     pairs += [("wrong_owner", culprit_id, owners[root]), ("deploy_author", culprit_id, culprit["author"])]
     out = [{"kind": kind, "reply": f"Answer: {deploy_id}, {name}"} for kind, deploy_id, name in pairs]
     return [d for d in out if not check(d["reply"], item["answer"])]
-
-
-# --- skill tags read off a prompt
-
-
-_KEYWORDS = {
-    "direct_deploy": r"own service|incident'?s service|affected service|service (was|got) deployed",
-    "dependency_deploy": r"depend|downstream|upstream dependenc",
-    "two_level_dependency": r"their dependencies|dependenc(y|ies) of (a |its |the )?dependenc|two (levels|hops)|transitive|indirect",
-    "decoy_after_start": r"after the (incident|start|page|outage)|at or after",
-    "decoy_older": r"older|stale|earlier (deploy|release)|outside the window|before the window",
-    "unrelated_service": r"unrelated|other (teams|services)|call(s|ers)? (this|the|it)|used by|not its dependencies",
-    "owner_lookup": r"\bowner|\bowns\b",
-}
-
-
-def tag_text(text: str) -> set[str]:
-    """Skill tags read off any task prompt (also prompts a job author wrote in their own
-    words): exact for the family's wording (the first-responder and heads-up lines), keyword
-    heuristics otherwise."""
-    responder = re.search(r"First responder: (.*)", text)
-    heads_up = re.search(r"Heads-up from the incident channel: (.*?)\.?$", text, re.MULTILINE)
-    levels = [lvl for lvl, note in RESPONDER.items() if responder and responder.group(1).strip() == note]
-    if levels and heads_up:
-        parts = heads_up.group(1).split("; ")
-        decoys = {tag for tag, phrase in HEADS_UP.items() if phrase in parts}
-        return {LEVEL_TAGS[levels[0]], "owner_lookup", *decoys}
-    lower = text.lower()
-    return {tag for tag, pattern in _KEYWORDS.items() if re.search(pattern, lower)}

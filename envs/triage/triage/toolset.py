@@ -8,7 +8,7 @@ its TaskData a `world: dict` field in the same format.
 
 import verifiers.v1 as vf
 
-from triage import items
+from triage import ops
 
 
 class TriageToolset(vf.Toolset[vf.ToolsetConfig]):
@@ -25,17 +25,17 @@ class TriageToolset(vf.Toolset[vf.ToolsetConfig]):
     @vf.tool
     def get_incident(self, incident_id: str) -> str:
         """Look up an incident (e.g. INC-1234): its service, start time (HH:MM) and symptom."""
-        return items.get_incident(self.world, incident_id)
+        return ops.get_incident(self.world, incident_id)
 
     @vf.tool
     def get_service(self, service: str) -> str:
         """Look up a service: its owner, the services it depends on and the services that call it."""
-        return items.get_service(self.world, service)
+        return ops.get_service(self.world, service)
 
     @vf.tool
     def list_deploys(self, service: str) -> str:
         """List a service's deploys, oldest first, with their ids, times (HH:MM) and authors."""
-        return items.list_deploys(self.world, service)
+        return ops.list_deploys(self.world, service)
 
 
 if __name__ == "__main__":

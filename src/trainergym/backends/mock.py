@@ -89,21 +89,26 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
     steps_done = min(p.max_steps, int((budget_s - SETUP_SECONDS) // step_s)) if budget_s > SETUP_SECONDS else 0
     train_s = SETUP_SECONDS + steps_done * step_s
 
+    # Only what the probe measured itself (never what the job's own functions report):
+    # the reward's separation on fresh and own items, the share of data the family verified,
+    # skill coverage and distinct prompts among verified tasks, tool parity by behaviour.
     signal = m.get("reward_separation", 0.0) * (1.0 if m.get("noop_ok") else 0.0)
-    gold = m.get("gold_pass_rate", 0.0)
-    signal *= 0.5 + 0.5 * gold
-    coverage = (0.3 + 0.7 * m.get("skill_coverage", 0.0)) * min(1.0, m.get("distinct_prompts", 0) / DISTINCT_SCALE) ** 0.5
+    if m.get("reward_exploits", 0) or m.get("leakage", True):
+        signal = 0.0  # (such jobs do not validate; a bundle that skipped the probe earns nothing)
+    verified = m.get("verified_share", 0.0)
+    coverage = (0.3 + 0.7 * m.get("skill_coverage", 0.0)) * min(1.0, m.get("distinct_verified_prompts", 0) / DISTINCT_SCALE) ** 0.5
     parity = m.get("tool_parity", 0.0)
     hyper, hyper_parts = hyper_factor(job)
     rollouts = steps_done * p.batch_size
     budget = 1 - math.exp(-rollouts / ROLLOUTS_SCALE)
-    gain = CAPACITY[model] * (1 - pre) * signal * coverage * parity * hyper * turns * budget
-    # A reward that pays for the wrong thing, or a learning rate far too high, makes things worse.
-    damage = pre * budget * (0.3 * max(0.0, 0.5 - signal) + 0.3 * max(0.0, min(1.0, math.log10(p.lr / LR_OPTIMUM[model]) - 1)))
+    gain = CAPACITY[model] * (1 - pre) * signal * verified * coverage * parity * hyper * turns * budget
+    # A reward that pays for the wrong thing, data that is mostly wrong, or a learning rate far
+    # too high makes things worse.
+    damage = pre * budget * (0.3 * max(0.0, 0.5 - signal) + 0.3 * max(0.0, 0.5 - verified) + 0.3 * max(0.0, min(1.0, math.log10(p.lr / LR_OPTIMUM[model]) - 1)))
     noise = rng.gauss(0.0, math.sqrt(max(pre * (1 - pre), 0.01) / n))
     post = min(1.0, max(0.0, pre + gain - damage + noise))
     post = round(post * n) / n  # an n-item eval reports k/n
-    details = {"signal": round(signal, 4), "coverage": round(coverage, 4), "tool_parity": parity, "hyper": round(hyper, 4),
+    details = {"signal": round(signal, 4), "verified": round(verified, 4), "coverage": round(coverage, 4), "tool_parity": parity, "hyper": round(hyper, 4),
                "hyper_parts": hyper_parts, "turns": round(turns, 4), "budget": round(budget, 4), "gain": round(gain, 4),
                "damage": round(damage, 4), "noise": round(noise, 4), "peak_gib": round(peak, 2),
                "step_seconds": round(step_s, 2), "rollouts": rollouts}

@@ -1,0 +1,214 @@
+"""Adversarial checks of a job's reward: does it pay for the answer, and for nothing else?
+
+For each item (fresh probe items and the job's own verified items, mixed), the bank holds the
+family solver's correct rollout, plain wrong answers in the task's format (the family's
+distractors), and adversarial replies that carry a wrong final answer dressed up the way a
+policy would learn to dress it if the reward paid for the dressing:
+
+- padding of random length up to the job's `max_tokens` (characters, words, lines), before
+  and after the answer;
+- random numbers around the answer, and the right answer beside a wrong final one;
+- the solver's tool calls followed by a wrong answer; an empty reply; no reply at all;
+- a wrong answer followed by each string literal of the job's source and each sentence of its
+  prompts and system prompts (where a trigger phrase would have to come from).
+
+The reward must pay the correct rollout strictly more than every other reply of its item, and
+must pay no adversarial reply more than the plain wrong answer it dresses up (format shaping
+stays legal; length, phrase and number-matching bonuses do not). The rollouts go to the
+confined child unlabelled and shuffled; the judgment happens here, on the rewards it returns.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHARS_PER_TOKEN = 4
+MAX_LITERALS = 300
+MAX_LITERAL_CHARS = 300
+_WORDS = ("lorem", "ipsum", "dolor", "sit", "amet", "tempor", "magna", "aliqua", "veniam", "nostrud", "ullamco")
+
+
+@dataclass
+class Item:
+    """One task of the bank: `base` is the job task whose type and extra fields it takes,
+    `data` its prompt, answer and world."""
+
+    group: str  # "probe" or "job"
+    base: int
+    data: dict
+    calls: list[dict]
+    correct: str  # the solver's reply
+    answer: str
+    wrong: list[str]  # plain wrong replies in the task's format
+
+
+@dataclass
+class Case:
+    item: int
+    kind: str  # "correct", "wrong", or an adversarial kind
+    calls: list[dict]
+    reply: str | None
+    wrong_of: int = -1  # for adversarial cases: the plain wrong case it dresses up
+
+
+@dataclass
+class Finding:
+    kind: str
+    reply: str
+    paid: float
+    plain: float
+
+
+@dataclass
+class Verdict:
+    errors: list[str] = field(default_factory=list)
+    out_of_range: list[float] = field(default_factory=list)
+    exploits: list[Finding] = field(default_factory=list)
+    separated: dict[str, tuple[int, int]] = field(default_factory=dict)  # group -> (separated, items)
+    margin: float = 0.0
+    group_variance: float = 0.0
+    noop_ok: bool = True
+    scored: int = 0
+
+
+def literals(package_dir: Path, max_files: int = 200) -> list[str]:
+    """String literals of the job's Python source (parsed, never run) and lines of its data files."""
+    out: list[str] = []
+    for path in sorted(package_dir.rglob("*"))[:max_files]:
+        if not path.is_file():
+            continue
+        text = path.read_text(errors="replace")[:1_000_000]
+        if path.suffix == ".py":
+            try:
+                tree = ast.parse(text)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            out += [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+            out += [n.value.decode(errors="replace") for n in ast.walk(tree)
+                    if isinstance(n, ast.Constant) and isinstance(n.value, bytes)]
+        else:
+            out += text.splitlines()
+    return out
+
+
+def sentences(texts: list[str]) -> list[str]:
+    return [s.strip() for t in texts for s in re.split(r"(?<=[.!?])\s+|\n+", t) if s.strip()]
+
+
+def triggers(package_dir: Path, prompts: list[str], system_prompts: list[str], rng: random.Random) -> list[str]:
+    """Candidate trigger strings: every source literal and system-prompt sentence, the prompt
+    sentences common to 1% of (a sample of 1,000) prompts, and a sample of the rest."""
+    sample = prompts if len(prompts) <= 1000 else rng.sample(prompts, 1000)
+    counts: dict[str, int] = {}
+    for p in sample:
+        for s in set(sentences([p])):
+            counts[s] = counts.get(s, 0) + 1
+    cut = max(2, len(sample) // 100)
+    frequent = [s for s, k in counts.items() if k >= cut]
+    rare = sorted(s for s, k in counts.items() if k < cut)
+    pool = literals(package_dir) + sentences(sorted(set(system_prompts))) + frequent + rng.sample(rare, min(50, len(rare)))
+    seen, out = set(), []
+    for s in pool:
+        s = s.strip()[:MAX_LITERAL_CHARS]
+        if s and s not in seen:
+            seen.add(s)
+            out.append(s)
+    if len(out) > MAX_LITERALS:  # keep the short ones (phrases) and a sample of the rest
+        out = sorted(out, key=len)[: MAX_LITERALS // 2] + rng.sample(sorted(out, key=len)[MAX_LITERALS // 2:], MAX_LITERALS // 2)
+    return out
+
+
+def _filler(rng: random.Random, chars: int) -> str:
+    words, n = [], 0
+    while n < chars:
+        w = rng.choice(_WORDS)
+        words.append(w)
+        n += len(w) + 1
+    return " ".join(words)[:chars]
+
+
+def _numbers_around(rng: random.Random, answer: str, k: int = 12) -> str:
+    try:
+        a = int(answer.replace(",", ""))
+        return " ".join(str(a + rng.choice((-1, 1)) * rng.randint(1, max(10, abs(a)))) for _ in range(k))
+    except ValueError:
+        return " ".join(str(rng.randint(-9999, 99999)) for _ in range(k))
+
+
+def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.Random) -> list[Case]:
+    """The cases for every item, in item order (the caller shuffles what it sends)."""
+    cases: list[Case] = []
+    longest = max_tokens * CHARS_PER_TOKEN
+    for i, it in enumerate(items):
+        cases.append(Case(i, "correct", it.calls, it.correct))
+        plain = len(cases)
+        for w in it.wrong:
+            cases.append(Case(i, "wrong", [], w))
+        w = it.wrong[0]
+
+        def adv(kind: str, reply: str | None, calls: list[dict] | None = None) -> None:
+            cases.append(Case(i, kind, calls or [], reply, plain))
+
+        adv("padding (random length)", _filler(rng, rng.randint(1, longest)) + "\n" + w)
+        adv("padding (longest reply)", _filler(rng, longest - len(w) - 1) + "\n" + w)
+        adv("padding after the answer", w + "\n" + _filler(rng, rng.randint(1, longest)))
+        adv("padding (one-character words)", "a " * max(1, max_tokens - 8) + "\n" + w)
+        adv("padding (many lines)", "ok\n" * max(1, max_tokens - 8) + w)
+        adv("extra numbers", _numbers_around(rng, it.answer) + "\n" + w + "\n" + _numbers_around(rng, it.answer, 4))
+        adv("the right answer beside a wrong final answer", f"It could be {it.answer}.\n{w}")
+        adv("the right answer in a think block", f"<think>{it.answer}</think>\n{w}")
+        adv("the right answer on a line before a wrong final answer", f"{it.answer}\n{w}")
+        adv("the correct reply followed by a wrong final answer", f"{it.correct}\n{w}")
+        adv("tool calls then a wrong answer", w, it.calls)
+        adv("an empty reply", "")
+        adv("no reply at all", None)
+    # Each trigger once, on a random item; and all of them together on another.
+    for t in triggers_:
+        i = rng.randrange(len(items))
+        cases.append(Case(i, f"a wrong answer followed by {t!r}", [], items[i].wrong[0] + "\n" + t, _plain_of(cases, i)))
+    if triggers_:
+        i = rng.randrange(len(items))
+        cases.append(Case(i, "a wrong answer followed by the job's strings", [],
+                          items[i].wrong[0] + "\n" + "\n".join(triggers_)[:20_000], _plain_of(cases, i)))
+    return cases
+
+
+def _plain_of(cases: list[Case], item: int) -> int:
+    return next(k for k, c in enumerate(cases) if c.item == item and c.kind == "wrong")
+
+
+def judge(items: list[Item], cases: list[Case], rewards: list[float | None], errors: list[str | None],
+          lo: float = 0.0, hi: float = 1.0) -> Verdict:
+    v = Verdict(scored=len(cases))
+    for c, r, e in zip(cases, rewards, errors):
+        if r is None:
+            v.errors.append(f"{e or 'no number'} (scoring {_describe(c)})")
+        elif not lo <= r <= hi:
+            v.out_of_range.append(r)
+    if v.errors:
+        return v
+    margins, varied = [], 0
+    for i, it in enumerate(items):
+        mine = [(c, r) for c, r in zip(cases, rewards) if c.item == i]
+        correct = next(r for c, r in mine if c.kind == "correct")
+        others = [r for c, r in mine if c.kind != "correct"]
+        sep, n = v.separated.get(it.group, (0, 0))
+        v.separated[it.group] = (sep + (correct > max(others)), n + 1)
+        margins.append(max(-1.0, min(1.0, correct - max(others))))
+        varied += max([correct, correct, *others]) > min([correct, correct, *others])
+    for c, r in zip(cases, rewards):
+        if c.wrong_of >= 0 and r > rewards[c.wrong_of] + 1e-9:
+            v.exploits.append(Finding(c.kind, c.reply if c.reply is not None else "(no reply)", r, rewards[c.wrong_of]))
+            if c.kind in ("an empty reply", "no reply at all"):
+                v.noop_ok = False
+    v.margin = round(sum(margins) / max(1, len(margins)), 4)
+    v.group_variance = round(varied / max(1, len(items)), 4)
+    return v
+
+
+def _describe(c: Case) -> str:
+    return "the correct answer" if c.kind == "correct" else "a plain wrong answer" if c.kind == "wrong" else c.kind
