@@ -21,10 +21,11 @@ class Crashing:
 
 
 class Watched:
-    """A backend that records how many jobs it had in flight at once."""
+    """A backend that records how many jobs it had in flight at once. Its first results wait
+    (up to 30 s) until `hold` jobs are in flight, so the test does not hang on probe timing."""
 
-    def __init__(self, inner):
-        self.inner, self.name, self.running, self.peak = inner, inner.name, 0, 0
+    def __init__(self, inner, hold: int = 0):
+        self.inner, self.name, self.running, self.peak, self.hold = inner, inner.name, 0, 0, hold
 
     async def submit(self, bundle, task):
         self.running += 1
@@ -32,6 +33,10 @@ class Watched:
         return await self.inner.submit(bundle, task)
 
     async def result(self, handle, timeout=None):
+        for _ in range(600):
+            if self.peak >= self.hold:
+                break
+            await asyncio.sleep(0.05)
         try:
             return await self.inner.result(handle, timeout=timeout)
         finally:
@@ -43,7 +48,7 @@ class Watched:
 
 def test_episodes_run_concurrently_under_the_gpu_cap(tmp_path):
     mock = make_backend("mock", latency=0.3, reuse=False)
-    backend = Watched(mock)
+    backend = Watched(mock, hold=2)
     made = []
 
     def agent():

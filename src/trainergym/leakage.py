@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
@@ -120,9 +121,26 @@ def _hidden(family_id: str, secret: str) -> _Hidden:
                    {k: tuple(v) for k, v in by_key.items()})
 
 
+def prepare(family_id: str) -> threading.Thread:
+    """Build the family's hidden index in the background (a first probe starts its sandbox
+    meanwhile); `leaks` waits for it."""
+    with _preparing_lock:
+        thread = _preparing.get(family_id)
+        if thread is None:
+            thread = _preparing[family_id] = threading.Thread(target=_hidden, args=(family_id, hidden.secret_seed()),
+                                                              daemon=True)
+            thread.start()
+    return thread
+
+
+_preparing: dict[str, threading.Thread] = {}
+_preparing_lock = threading.Lock()
+
+
 def leaks(family_id: str, rows: list[dict], canon: list[str | None] | None = None) -> list[int]:
     """Indices of `rows` ({prompt, answer, world}) that leak a hidden-eval item. `canon` gives
     the rows' canonical forms where the caller already solved them (None: unreadable)."""
+    prepare(family_id).join()
     h = _hidden(family_id, hidden.secret_seed())
     fam = get_family(family_id)
     out = []

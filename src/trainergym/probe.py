@@ -630,6 +630,7 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
     bundle = build_bundle(workspace_root, bundle_dir, job, task)
     package, module = bundle.root / "package", bundle.manifest.taskset_id
     if _static_imports(report, package, module, task):
+        leakage.prepare(task.family)
         session = _Session(task, job, package / module)
         end, report.confinement = _converse(session, package, module, timeout, warm)
         if not code_masks_hold(report.confinement):
