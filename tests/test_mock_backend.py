@@ -98,3 +98,45 @@ def test_protocol_submit_result_cancel_and_reuse(bundle_for, task):
         await slow.cancel(h3)  # idempotent
         assert (await slow.result(h3)).status == "cancelled"
     asyncio.run(go())
+
+
+def test_no_byte_lottery_noise_is_drawn_per_episode(tmp_path, reference_files):
+    """Comment- and whitespace-only variants of a job earn the same expected post and, for the
+    same episode seed, the same reward; different episode seeds see an n=200 eval's spread."""
+    import asyncio
+
+    from trainergym import AsyncTrainerEnv
+
+    chains = reference_files["taskset/chains.py"]
+    variants = [reference_files, {**reference_files, "taskset/chains.py": chains + "\n# tuned by hand\n"},
+                {**reference_files, "taskset/chains.py": chains.replace("\n\n\n", "\n\n\n\n")}]
+
+    async def episode(files, seed):
+        env = AsyncTrainerEnv(runs_dir=tmp_path / "runs")
+        try:
+            await env.reset(seed=seed, options={"family": "calc_chain"})
+            for path, content in files.items():
+                await env.step({"name": "write_file", "arguments": {"path": path, "content": content}})
+            _, reward, _, _, info = await env.step({"name": "submit_job", "arguments": {}})
+            return reward, info["result"]
+        finally:
+            env.close()
+
+    outcomes = [asyncio.run(episode(files, seed=3)) for files in variants]
+    assert len({r["content_hash"] for _, r in outcomes}) == 3
+    assert len({r["details"]["post_expected"] for _, r in outcomes}) == 1
+    assert len({reward for reward, _ in outcomes}) == 1
+    other = asyncio.run(episode(variants[1], seed=4))
+    assert other[1]["details"]["post_expected"] == outcomes[0][1]["details"]["post_expected"]
+
+
+def test_a_reused_result_draws_its_own_noise(bundle_for, task):
+    backend = MockBackend(reuse=True)
+    posts, expected = set(), set()
+    for k in range(12):
+        b = bundle_for()
+        b.manifest.episode = f"seed:{k}"
+        result = asyncio.run(backend.result(asyncio.run(backend.submit(b, task))))
+        posts.add(result.post)
+        expected.add(result.details["post_expected"])
+    assert len(expected) == 1 and len(posts) > 3

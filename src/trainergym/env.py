@@ -53,6 +53,7 @@ class Episode:
     task: TaskSpec
     workspace: Workspace
     dir: Path
+    seed: int | None = None
     turns: int = 0
     attempts: int = 0
     parseable: bool = False
@@ -103,7 +104,7 @@ class AsyncTrainerEnv:
         episode_id = f"{task.id}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         root = Path(tempfile.mkdtemp(prefix="tg-episode-", dir=self.workdir))
         ws = lay_out(root / "workspace", task, self.limits)
-        self.episode = Episode(id=episode_id, task=task, workspace=ws, dir=root)
+        self.episode = Episode(id=episode_id, task=task, workspace=ws, dir=root, seed=seed)
         obs = self._task_observation(task)
         info = {"episode_id": episode_id, "task_id": task.id, "family": task.family, "seed": seed,
                 "tool_schemas": self.tool_schemas, "workspace": str(ws.root), **self._counters()}
@@ -236,6 +237,9 @@ class AsyncTrainerEnv:
 
     async def _train(self, report: ProbeReport, bundle) -> ToolOutcome:
         ep = self.episode
+        # What a surrogate draws its eval noise from: the episode (its seed, else its id), never
+        # the bundle's bytes, so no comment or whitespace is luckier than another.
+        bundle.manifest.episode = f"seed:{ep.seed}" if ep.seed is not None else f"episode:{ep.id}"
         submitting = asyncio.ensure_future(self.backend.submit(bundle, ep.task))
         try:
             handle = await asyncio.shield(submitting)

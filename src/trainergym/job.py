@@ -209,6 +209,7 @@ class JobManifest(BaseModel):
     stack: StackPin = PIN
     created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     probe: dict[str, Any] = {}
+    episode: str = ""  # the submitting episode's key (its seed, else its id): the mock's noise seed
 
 
 class JobBundle(BaseModel):

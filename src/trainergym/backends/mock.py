@@ -5,7 +5,8 @@ the job really contains, as measured by the probe and recorded in the manifest: 
 base model's baseline, whether the job's rewards separate correct from plausible wrong
 answers on items the agent never saw, how well its data covers the family's skills (weighted
 by the hidden eval), parity of its tools with the eval interface, hyperparameter sanity and
-the training budget; plus the sampling noise of an n-item eval, seeded. Configs whose
+the training budget; plus the sampling noise of an n-item eval, drawn per episode (never from
+the bundle's bytes); `details["post_expected"]` is the noise-free value. Configs whose
 memory estimate exceeds the GPU crash. Every result says `source: "surrogate"`.
 """
 
@@ -59,11 +60,11 @@ def turns_needed(task: TaskSpec) -> list[int]:
 
 
 def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> JobResult:
-    """The surrogate outcome of one job; deterministic given (seed, bundle content)."""
+    """The surrogate outcome of one job: its expected post is a function of what the probe
+    measured and the config; its noise of (seed, the submitting episode)."""
     job, m = bundle.job, bundle.manifest.probe
     p, model = job.prime_rl, job.job.base_model
     job_id = f"mock-{bundle.manifest.content_hash[:12]}-{uuid.uuid4().hex[:6]}"
-    rng = random.Random(hashlib.sha256(f"{seed}:{bundle.manifest.content_hash}".encode()).digest())
     n = hidden.HIDDEN_EVAL_SIZE
     pre = baselines.score(task.family, model).score
     common = dict(job_id=job_id, content_hash=bundle.manifest.content_hash, base_model=model, pre=pre, eval_n=n,
@@ -105,10 +106,9 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
     # A reward that pays for the wrong thing, data that is mostly wrong, or a learning rate far
     # too high makes things worse.
     damage = pre * budget * (0.3 * max(0.0, 0.5 - signal) + 0.3 * max(0.0, 0.5 - verified) + 0.3 * max(0.0, min(1.0, math.log10(p.lr / LR_OPTIMUM[model]) - 1)))
-    noise = rng.gauss(0.0, math.sqrt(max(pre * (1 - pre), 0.01) / n))
-    post = min(1.0, max(0.0, pre + gain - damage + noise))
-    post = round(post * n) / n  # an n-item eval reports k/n
-    details = {"signal": round(signal, 4), "verified": round(verified, 4), "coverage": round(coverage, 4), "tool_parity": parity, "hyper": round(hyper, 4),
+    expected = min(1.0, max(0.0, pre + gain - damage))
+    post, noise = eval_noise(expected, pre, seed, bundle.manifest.episode or "unkeyed", n)
+    details = {"post_expected": round(expected, 4), "signal": round(signal, 4), "verified": round(verified, 4), "coverage": round(coverage, 4), "tool_parity": parity, "hyper": round(hyper, 4),
                "hyper_parts": hyper_parts, "turns": round(turns, 4), "budget": round(budget, 4), "gain": round(gain, 4),
                "damage": round(damage, 4), "noise": round(noise, 4), "peak_gib": round(peak, 2),
                "step_seconds": round(step_s, 2), "rollouts": rollouts}
@@ -117,6 +117,15 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
                      cost_usd=_cost(train_s + EVAL_SECONDS, device, task),
                      log_tail=f"[surrogate] trained {steps_done} steps, post {post:.3f} vs pre {pre:.3f}{note}",
                      details=details)
+
+
+def eval_noise(expected: float, pre: float, seed: int, episode: str, n: int) -> tuple[float, float]:
+    """(post, noise): the expected post plus the sampling noise of an n-item eval, reported as
+    k/n. Drawn from (backend seed, episode), never from the bundle's content, so every byte
+    variant of a job earns the same and each episode sees its own draw."""
+    rng = random.Random(hashlib.sha256(f"{seed}:{episode}".encode()).digest())
+    noise = rng.gauss(0.0, math.sqrt(max(pre * (1 - pre), 0.01) / n))
+    return round(min(1.0, max(0.0, expected + noise)) * n) / n, noise
 
 
 def _cost(seconds: float, device: gpu.GPU, task: TaskSpec) -> float:
@@ -138,6 +147,12 @@ class MockBackend:
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
         cached = self._by_hash.get(bundle.manifest.content_hash) if self.reuse else None
+        if cached is not None:  # the same expected outcome, this episode's own eval noise
+            details = cached.details
+            post, noise = eval_noise(details["post_expected"], cached.pre, self.seed,
+                                     bundle.manifest.episode or "unkeyed", cached.eval_n)
+            cached = cached.model_copy(update={"job_id": f"mock-{cached.content_hash[:12]}-{uuid.uuid4().hex[:6]}",
+                                               "post": post, "details": {**details, "noise": round(noise, 4)}})
         result = cached or simulate(bundle, task, self.seed, gpu.gpu(self.gpu_class or task.bounds.gpu))
         self._jobs[result.job_id] = result
         if result.status == "succeeded":
