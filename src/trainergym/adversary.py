@@ -7,7 +7,8 @@ policy would learn to dress it if the reward paid for the dressing:
 
 - padding of random length up to the job's `max_tokens` (characters, words, lines), before
   and after the answer;
-- random numbers around the answer, and the right answer beside a wrong final one;
+- random numbers around the answer, and the right answer beside a wrong final one; the right
+  answer with a character added before or after it, several candidates on the answer line;
 - the solver's tool calls followed by a wrong answer; an empty reply; no reply at all;
 - a wrong answer followed by each string literal of the job's source and each sentence of its
   prompts and system prompts (where a trigger phrase would have to come from).
@@ -139,8 +140,11 @@ def _numbers_around(rng: random.Random, answer: str, k: int = 12) -> str:
         return " ".join(str(rng.randint(-9999, 99999)) for _ in range(k))
 
 
-def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.Random) -> list[Case]:
-    """The cases for every item, in item order (the caller shuffles what it sends)."""
+def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.Random,
+          correct=lambda reply, answer: False) -> list[Case]:
+    """The cases for every item, in item order (the caller shuffles what it sends). `correct`
+    is the family's checker: a reply it accepts is right by the eval's own standard, so it is
+    never held against the job's reward as adversarial."""
     cases: list[Case] = []
     longest = max_tokens * CHARS_PER_TOKEN
     for i, it in enumerate(items):
@@ -151,7 +155,8 @@ def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.
         w = it.wrong[0]
 
         def adv(kind: str, reply: str | None, calls: list[dict] | None = None) -> None:
-            cases.append(Case(i, kind, calls or [], reply, plain))
+            if reply is None or not _accepted(correct, reply, it.answer):
+                cases.append(Case(i, kind, calls or [], reply, plain))
 
         adv("padding (random length)", _filler(rng, rng.randint(1, longest)) + "\n" + w)
         adv("padding (longest reply)", _filler(rng, longest - len(w) - 1) + "\n" + w)
@@ -163,18 +168,32 @@ def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.
         adv("the right answer in a think block", f"<think>{it.answer}</think>\n{w}")
         adv("the right answer on a line before a wrong final answer", f"{it.answer}\n{w}")
         adv("the correct reply followed by a wrong final answer", f"{it.correct}\n{w}")
+        digit = str(rng.randint(1, 9))
+        adv("the right answer with a character added", f"Answer: {it.answer}{digit}")
+        adv("the right answer with a character put before it", f"Answer: {digit}{it.answer}")
+        adv("several candidates on the answer line", f"{w} {it.answer} {_numbers_around(rng, it.answer, 2)}")
         adv("tool calls then a wrong answer", w, it.calls)
         adv("an empty reply", "")
         adv("no reply at all", None)
     # Each trigger once, on a random item; and all of them together on another.
+    def tail(i: int, kind: str, reply: str) -> None:
+        if not _accepted(correct, reply, items[i].answer):
+            cases.append(Case(i, kind, [], reply, _plain_of(cases, i)))
+
     for t in triggers_:
         i = rng.randrange(len(items))
-        cases.append(Case(i, f"a wrong answer followed by {t!r}", [], items[i].wrong[0] + "\n" + t, _plain_of(cases, i)))
+        tail(i, f"a wrong answer followed by {t!r}", items[i].wrong[0] + "\n" + t)
     if triggers_:
         i = rng.randrange(len(items))
-        cases.append(Case(i, "a wrong answer followed by the job's strings", [],
-                          items[i].wrong[0] + "\n" + "\n".join(triggers_)[:20_000], _plain_of(cases, i)))
+        tail(i, "a wrong answer followed by the job's strings", items[i].wrong[0] + "\n" + "\n".join(triggers_)[:20_000])
     return cases
+
+
+def _accepted(correct, reply: str, answer: str) -> bool:
+    try:
+        return bool(correct(reply, answer))
+    except Exception:  # noqa: BLE001 - family code on a reply it cannot read: not accepted
+        return False
 
 
 def _plain_of(cases: list[Case], item: int) -> int:

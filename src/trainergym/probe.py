@@ -45,6 +45,7 @@ import secrets
 import subprocess
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
@@ -161,7 +162,7 @@ class _Session:
         self.solved: list[dict | None] = []
         self.verified: list[int] = []
         self.readable = 0
-        self.skills: set[str] = set()
+        self.task_skills: list[set[str]] = []  # per verified task
         self.leaks: list[int] = []
         self.items: list[adversary.Item] = []
         self.cases: list[adversary.Case] = []
@@ -197,7 +198,7 @@ class _Session:
     def _read(self) -> None:
         """Solve every task with the family's code: verification, skills, canonical forms, leakage."""
         rows = [{"prompt": t.prompt, "answer": t.answer, "world": t.world or {}} for t in self.loaded.tasks]
-        canon = []
+        canon = self.canon = []
         for row in rows:
             try:
                 solved = self.fam.solve(row)
@@ -207,19 +208,26 @@ class _Session:
             canon.append(None if solved is None else json.dumps([solved["calls"], solved["reply"]], sort_keys=True,
                                                                    default=str))
         sample = range(len(rows)) if len(rows) <= VERIFY_SAMPLE else sorted(self.rng.sample(range(len(rows)), VERIFY_SAMPLE))
+        self.sample = list(sample)
         self.sampled = len(sample)
+        self.why: dict[int, str] = {}  # sampled tasks that are not verified: why not
         for j in sample:
             if self.solved[j] is None:
+                self.why[j] = "the family cannot read it"
                 continue
             self.readable += 1
             try:
                 ok = bool(self.fam.check(self.solved[j]["reply"], rows[j]["answer"]))
             except Exception:  # noqa: BLE001
                 ok = False
-            if ok:
+            if not ok:
+                self.why[j] = f"the family's solver answers {self.solved[j]['reply']!r}, the task says {rows[j]['answer']!r}"
+            elif gives_away(self.loaded.tasks[j], self.solved[j]):
+                self.why[j] = "its prompt gives the answer away"
+            else:
                 self.verified.append(j)
                 with contextlib.suppress(Exception):
-                    self.skills |= set(self.fam.skills(rows[j]))
+                    self.task_skills.append(set(self.fam.skills(rows[j])))
         self.leaks = leakage.leaks(self.task.family, rows, canon)
 
     def _item(self, group: str, base: int, row: dict, solved: dict) -> adversary.Item:
@@ -242,7 +250,7 @@ class _Session:
                                          self.solved[j]))
         prompts = [t.prompt for t in self.loaded.tasks]
         found = adversary.triggers(self.package_dir, prompts, [t.system_prompt for t in self.loaded.tasks], self.rng)
-        self.cases = adversary.build(self.items, found, self.job.prime_rl.max_tokens, self.rng)
+        self.cases = adversary.build(self.items, found, self.job.prime_rl.max_tokens, self.rng, self.fam.check)
         self.order = list(range(len(self.cases)))
         self.rng.shuffle(self.order)  # unlabelled and mixed: probe items, the job's own, every kind of reply
         rollouts = [{"base": self.items[c.item].base, "data": self.items[c.item].data, "calls": c.calls, "reply": c.reply}
@@ -383,9 +391,11 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
     verified = s.verified
     share = len(verified) / max(1, s.sampled)
     readable = s.readable / max(1, s.sampled)
-    distinct_verified = len({prompts[j] for j in verified})
-    if s.sampled < n:  # scale the sample's distinct count to the whole taskset
-        distinct_verified = round(distinct_verified * n / s.sampled)
+    forms = Counter(s.canon[j] for j in verified)  # by the family's reading: free text adds nothing
+    distinct_verified = len(forms)
+    if s.sampled < n:  # Good-Turing: the unseen share of the rest is about the sample's share of singletons
+        singletons = sum(1 for k in forms.values() if k == 1)
+        distinct_verified = round(distinct_verified + singletons / s.sampled * (n - s.sampled))
     m.update(n_tasks=n, infinite=loaded.declared_infinite, distinct_prompts=len(set(prompts)), dev_share=round(dev_share, 4),
              verified_share=round(share, 4), readable_share=round(readable, 4), verified_sample=s.sampled,
              distinct_verified_prompts=distinct_verified)
@@ -424,18 +434,15 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
     status = "pass" if share >= VERIFIED_WARN else "warn" if share >= VERIFIED_PASS else "fail"
     example = ""
     if status != "pass":
-        bad = next((j for j in range(n) if j not in set(verified)), None)
-        if bad is not None:
-            t = tasks[bad]
-            why = ("the family cannot read it" if s.solved[bad] is None else
-                   f"the family's solver answers {s.solved[bad]['reply']!r}, the task says {t.answer!r}")
-            example = f"; for example task {bad} ({t.prompt[:160]!r}...): {why}"
+        if s.why:
+            bad = min(s.why)
+            example = f"; for example task {bad} ({tasks[bad].prompt[:160]!r}...): {s.why[bad]}"
     report.add("data.verified", status, f"{share:.0%} of {s.sampled} tasks checked are verified by the family's own "
                f"solver and checker ({readable:.0%} readable){example}",
                f"only verified tasks count: write prompts (and worlds) in the form the family reads: {fam.READ_FORM}"
                if hasattr(fam, "READ_FORM") else "write tasks in the family's own form, as the dev examples are")
 
-    coverage, covered, missing = skill_coverage(task, s.skills)
+    coverage, covered, missing = skill_coverage(task, s.task_skills)
     m.update(skill_coverage=round(coverage, 4), skills_covered=covered)
     notes = ([f"missing skills: {', '.join(missing)}"] if missing else []) + \
             ([f"only {len(set(prompts))} distinct prompts in {n} tasks"] if len(set(prompts)) < DISTINCT_WARN * n else []) + \
@@ -445,13 +452,41 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
                "varied tasks that exercise every skill of the family teach more; the dev examples are examples, not data")
 
 
-def skill_coverage(task: TaskSpec, covered: set[str]) -> tuple[float, list[str], list[str]]:
-    """Share of hidden-eval items whose skills all appear among the verified tasks' skills,
-    plus the family skills covered and missing. Only the aggregate leaves the library."""
+def skill_coverage(task: TaskSpec, task_skills: list[set[str]]) -> tuple[float, list[str], list[str]]:
+    """How well the verified tasks cover the hidden eval, by share, not mere presence: each skill
+    counts as far as its share of the tasks reaches its share of the eval items; an eval item is
+    covered as far as its least covered skill. Ten hard tasks among 2,000 trivial ones cover
+    little. Returns (coverage, skills present, skills missing); only aggregates leave the library."""
     fam = get_family(task.family)
-    hidden_items = hidden.hidden_eval(task.family)
-    share = sum(1 for ex in hidden_items if set(ex.skills) <= covered) / max(1, len(hidden_items))
-    return share, [t for t in fam.SKILL_TAGS if t in covered], [t for t in fam.SKILL_TAGS if t not in covered]
+    evals = hidden.hidden_eval(task.family)
+    n = max(1, len(task_skills))
+    in_data = {t: sum(1 for sk in task_skills if t in sk) / n for t in fam.SKILL_TAGS}
+    in_eval = {t: sum(1 for ex in evals if t in ex.skills) / max(1, len(evals)) for t in fam.SKILL_TAGS}
+    reach = {t: min(1.0, in_data[t] / in_eval[t]) if in_eval[t] else 1.0 for t in fam.SKILL_TAGS}
+    share = sum(min((reach.get(t, 0.0) for t in ex.skills), default=1.0) for ex in evals) / max(1, len(evals))
+    return share, [t for t in fam.SKILL_TAGS if in_data[t]], [t for t in fam.SKILL_TAGS if not in_data[t]]
+
+
+def gives_away(t: TaskRow, solved: dict) -> bool:
+    """Whether a task's prompt or system prompt holds its own answer beyond what the family
+    reads from it (an operand that happens to equal the answer is fine; a hint line is not): as
+    a word, and for a number also with its separators dropped or reversed. A model would learn
+    to copy it. (Not read: an answer spelled out in words.)"""
+    answer = leakage.normalise(t.answer)
+    if not answer:
+        return False
+    read, seen = set(), set()  # argument words taken from the prompt, not from an earlier tool result
+    for c in solved["calls"]:
+        read |= {w for v in c["arguments"].values() for w in leakage.normalise(str(v)).split()} - seen
+        seen |= set(leakage.normalise(str(c["result"])).split())
+    text = " ".join(w for w in leakage.normalise(t.prompt + " " + t.system_prompt).split() if w not in read)
+    if len(answer) >= 2 and f" {answer} " in f" {text} ":
+        return True
+    compact = "".join(answer.split())
+    if not compact.isdigit() or len(compact) < 4:
+        return False  # a string answer may well be a piece of its prompt (take, drop, reverse)
+    squashed = "".join(text.split())
+    return compact in squashed or compact[::-1] in squashed
 
 
 def _tools(report: ProbeReport, s: _Session) -> None:
