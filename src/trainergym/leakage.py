@@ -46,12 +46,32 @@ def normalise(text: str) -> str:
 
 
 def tokens(prompt: str, world: dict | None) -> Counter:
-    """The distinctive tokens of an item: numbers, ids, quoted strings, capitalised names."""
-    text = prompt + ("\n" + json.dumps(world, sort_keys=True) if world else "")
-    out: Counter = Counter()
-    for m in _TOKEN.finditer(text):
-        out[next(g for g in m.groups() if g is not None).strip()] += 1
+    """The distinctive tokens of an item: in its prompt, numbers, ids, quoted strings and
+    capitalised names; in its world, every key and string of 3-80 characters and every number
+    of two or more digits."""
+    out: Counter = Counter(next(g for g in m.groups() if g is not None).strip() for m in _TOKEN.finditer(prompt))
+    if world:
+        _walk(world, out, 0)
     return out
+
+
+def _walk(value, out: Counter, depth: int) -> None:
+    if depth > 20:
+        return
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _walk(k, out, depth + 1)
+            _walk(v, out, depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _walk(v, out, depth + 1)
+    elif isinstance(value, bool):
+        return
+    elif isinstance(value, int):
+        if abs(value) >= 10:
+            out[str(value)] += 1
+    elif isinstance(value, str) and 3 <= len(value) <= 80:
+        out[value.strip()] += 1
 
 
 def canonical(family, row: dict) -> str | None:

@@ -164,6 +164,7 @@ class _Session:
         self.readable = 0
         self.task_skills: list[set[str]] = []  # per verified task
         self.leaks: list[int] = []
+        self._rest: threading.Thread | None = None
         self.items: list[adversary.Item] = []
         self.cases: list[adversary.Case] = []
         self.order: list[int] = []
@@ -181,7 +182,9 @@ class _Session:
                     return None
                 self.loaded = Loaded.model_validate(answer)
                 self._read()
-                return self._score_request()
+                request = self._score_request()
+                self._rest.start()  # solves the rest while the child scores
+                return request
             if self.step == 2:
                 self.scored = Scored.model_validate(answer)
                 if len(self.scored.rewards) != len(self.cases) or len(self.scored.errors) != len(self.cases):
@@ -196,22 +199,16 @@ class _Session:
         return None
 
     def _read(self) -> None:
-        """Solve every task with the family's code: verification, skills, canonical forms, leakage."""
-        rows = [{"prompt": t.prompt, "answer": t.answer, "world": t.world or {}} for t in self.loaded.tasks]
-        canon = self.canon = []
-        for row in rows:
-            try:
-                solved = self.fam.solve(row)
-            except Exception:  # noqa: BLE001 - family code on untrusted data: unreadable
-                solved = None
-            self.solved.append(solved)
-            canon.append(None if solved is None else json.dumps([solved["calls"], solved["reply"]], sort_keys=True,
-                                                                   default=str))
+        """Verify a sample drawn across the whole taskset with the family's code; the rest is
+        solved for the leakage check in the background, while the child scores (`finish`)."""
+        rows = self.rows = [{"prompt": t.prompt, "answer": t.answer, "world": t.world or {}} for t in self.loaded.tasks]
+        self.solved = [None] * len(rows)
+        self.canon = [None] * len(rows)
         sample = range(len(rows)) if len(rows) <= VERIFY_SAMPLE else sorted(self.rng.sample(range(len(rows)), VERIFY_SAMPLE))
-        self.sample = list(sample)
         self.sampled = len(sample)
         self.why: dict[int, str] = {}  # sampled tasks that are not verified: why not
         for j in sample:
+            self._solve(j)
             if self.solved[j] is None:
                 self.why[j] = "the family cannot read it"
                 continue
@@ -228,7 +225,29 @@ class _Session:
                 self.verified.append(j)
                 with contextlib.suppress(Exception):
                     self.task_skills.append(set(self.fam.skills(rows[j])))
-        self.leaks = leakage.leaks(self.task.family, rows, canon)
+        self._rest = threading.Thread(target=self._read_rest, daemon=True)
+
+    def _solve(self, j: int) -> None:
+        try:
+            solved = self.fam.solve(self.rows[j])
+        except Exception:  # noqa: BLE001 - family code on untrusted data: unreadable
+            return
+        self.solved[j] = solved
+        self.canon[j] = json.dumps([solved["calls"], solved["reply"]], sort_keys=True, default=str)
+
+    def _read_rest(self) -> None:
+        """Every task, for leakage: its canonical form (the family solver's trace) and content."""
+        for j in range(len(self.rows)):
+            if self.solved[j] is None and j not in self.why:
+                self._solve(j)
+        self.leaks = leakage.leaks(self.task.family, self.rows, self.canon)
+
+    def finish(self) -> None:
+        """Wait for the background reading (started with the score request)."""
+        if self._rest is not None:
+            if not self._rest.is_alive() and self._rest.ident is None:
+                self._rest.start()
+            self._rest.join()
 
     def _item(self, group: str, base: int, row: dict, solved: dict) -> adversary.Item:
         wrong = [d["reply"] for d in self.fam.distractors(row)][:3]
@@ -253,9 +272,12 @@ class _Session:
         self.cases = adversary.build(self.items, found, self.job.prime_rl.max_tokens, self.rng, self.fam.check)
         self.order = list(range(len(self.cases)))
         self.rng.shuffle(self.order)  # unlabelled and mixed: probe items, the job's own, every kind of reply
-        rollouts = [{"base": self.items[c.item].base, "data": self.items[c.item].data, "calls": c.calls, "reply": c.reply}
-                    for c in (self.cases[k] for k in self.order)]
-        return {"op": "score", "timeout": 10.0, "rollouts": rollouts}
+        tasks = list(range(len(self.items)))
+        self.rng.shuffle(tasks)  # the tasks too: their order says nothing of which are fresh
+        slot = {item: k for k, item in enumerate(tasks)}
+        rollouts = [{"task": slot[c.item], "calls": c.calls, "reply": c.reply} for c in (self.cases[k] for k in self.order)]
+        return {"op": "score", "timeout": 10.0, "rollouts": rollouts,
+                "tasks": [{"base": self.items[i].base, "data": self.items[i].data} for i in tasks]}
 
     def rewards(self) -> tuple[list[float | None], list[str | None]]:
         """The rewards in case order (they were sent shuffled)."""
@@ -668,6 +690,7 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
         leakage.prepare(task.family)
         session = _Session(task, job, package / module)
         end, report.confinement = _converse(session, package, module, timeout, warm)
+        session.finish()
         if not code_masks_hold(report.confinement):
             report.confinement += "; the family's code and trainergym are NOT masked from agent code in this mode"
         if _shape(report, session, end):

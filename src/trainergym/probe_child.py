@@ -12,8 +12,8 @@ each way, until the library says `done` or the session's deadline passes:
 
 - `load`  -> the job's tasks as data (`prompt`, `system_prompt`, `answer`, `world`), capped, and
              the names of its tools;
-- `score` -> one reward per rollout given (a task built from a job task plus data, tool calls
-             and their results, a final reply), in the order given;
+- `score` -> one reward per rollout given (on one of the tasks given, each a job task with
+             data put in its place; tool calls and their results; a final reply), in order;
 - `tools` -> the job's tools' answers to given calls on given task data, in order.
 
 Everything the child says is data that the library type-checks and judges itself (probe.py):
@@ -181,8 +181,9 @@ async def answer(job: Job, req: dict) -> dict:
     timeout = req.get("timeout", 10.0)
     if req["op"] == "score":
         rewards, errors = [], []
+        tasks = [job.task(t["base"], t["data"]) for t in req["tasks"]]
         for r in req["rollouts"]:
-            value, error = await _reward(vf, job.task(r["base"], r["data"]), r["calls"], r["reply"], timeout)
+            value, error = await _reward(vf, tasks[r["task"]], r["calls"], r["reply"], timeout)
             rewards.append(value)
             errors.append(error)
         return {"rewards": rewards, "errors": errors}

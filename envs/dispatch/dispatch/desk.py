@@ -8,11 +8,19 @@ it is pure Python and imports nothing else from the package.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
+
+_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
+@lru_cache(maxsize=4096)
+def _key(name: str) -> str:
+    return _SEPARATORS.sub("-", name.strip().lower()).strip("-")
 
 
 def team_key(name: str) -> str:
     """Team names compare case-insensitively, with spaces, hyphens and underscores alike."""
-    return re.sub(r"[\s_\-]+", "-", str(name).strip().lower()).strip("-")
+    return _key(str(name))
 
 
 def _ticket_key(ticket_id: str) -> str:
