@@ -151,13 +151,14 @@ class MockBackend:
             details = cached.details
             post, noise = eval_noise(details["post_expected"], cached.pre, self.seed,
                                      bundle.manifest.episode or "unkeyed", cached.eval_n)
-            cached = cached.model_copy(update={"job_id": f"mock-{cached.content_hash[:12]}-{uuid.uuid4().hex[:6]}",
-                                               "post": post, "details": {**details, "noise": round(noise, 4)}})
+            cached = cached.model_copy(update={"post": post, "details": {**details, "noise": round(noise, 4)}})
         result = cached or simulate(bundle, task, self.seed, gpu.gpu(self.gpu_class or task.bounds.gpu))
-        self._jobs[result.job_id] = result
+        # One trained job, one delivery per submission (each with its episode's noise).
+        key = result.job_id if cached is None else f"{result.job_id}+{uuid.uuid4().hex[:6]}"
+        self._jobs[key] = result
         if result.status == "succeeded":
-            self._by_hash[result.content_hash] = result
-        return JobHandle(job_id=result.job_id, content_hash=result.content_hash, backend=self.name)
+            self._by_hash.setdefault(result.content_hash, result)
+        return JobHandle(job_id=key, content_hash=result.content_hash, backend=self.name)
 
     async def result(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
         async with asyncio.timeout(timeout):
