@@ -106,9 +106,9 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
     # A reward that pays for the wrong thing, data that is mostly wrong, or a learning rate far
     # too high makes things worse.
     damage = pre * budget * (0.3 * max(0.0, 0.5 - signal) + 0.3 * max(0.0, 0.5 - verified) + 0.3 * max(0.0, min(1.0, math.log10(p.lr / LR_OPTIMUM[model]) - 1)))
-    expected = min(1.0, max(0.0, pre + gain - damage))
+    expected = round(min(1.0, max(0.0, pre + gain - damage)), 4)  # as recorded: a reuse draws from the same value
     post, noise = eval_noise(expected, pre, seed, bundle.manifest.episode or "unkeyed", n)
-    details = {"post_expected": round(expected, 4), "signal": round(signal, 4), "verified": round(verified, 4), "coverage": round(coverage, 4), "tool_parity": parity, "hyper": round(hyper, 4),
+    details = {"post_expected": expected, "signal": round(signal, 4), "verified": round(verified, 4), "coverage": round(coverage, 4), "tool_parity": parity, "hyper": round(hyper, 4),
                "hyper_parts": hyper_parts, "turns": round(turns, 4), "budget": round(budget, 4), "gain": round(gain, 4),
                "damage": round(damage, 4), "noise": round(noise, 4), "peak_gib": round(peak, 2),
                "step_seconds": round(step_s, 2), "rollouts": rollouts}
