@@ -182,10 +182,11 @@ def test_cancelling_a_group_mid_job_leaves_nothing_running(short_task):
             await asyncio.sleep(0.05)
         await asyncio.sleep(0.2)  # let the second episode's job start too
         jobs = [j for core in group.core_envs for j in core.backend.in_flight()]
+        cancelled = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        assert time.monotonic() - started < 20  # did not wait for the 5 s jobs
+        assert time.monotonic() - cancelled < 4  # did not wait for the 5 s jobs
         assert jobs and all(not core.backend.in_flight() for core in group.core_envs)
         assert all(core.episode.done for core in group.core_envs)
         await group.cleanup()  # idempotent, never raises
