@@ -56,7 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from trainergym import adversary, gpu, hidden, leakage, stack
 from trainergym.job import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
                             render_rl_toml, write_manifest)
-from trainergym.sandbox import Limits, Sandbox, WarmWorker, WorkerError
+from trainergym.sandbox import Limits, Sandbox, WarmWorker, WorkerError, run_once
 from trainergym.tasks import TaskSpec, get_family
 
 MIN_TASKS = 32
@@ -331,11 +331,7 @@ def _converse(session: _Session, package_dir: Path, module: str, timeout: float,
                 end = worker.run(package_dir, request, session.follow)
         else:
             sandbox = Sandbox(Limits(wall_seconds=timeout))
-            worker = WarmWorker(sandbox)
-            try:
-                end = worker.run(package_dir, request, session.follow)
-            finally:
-                worker.close()
+            _, end = run_once(sandbox, package_dir, request, session.follow)
     except (WorkerError, RuntimeError) as e:
         end, sandbox = {"stage": "crash", "error": str(e)}, Sandbox()
     return end, sandbox.describe()
@@ -390,7 +386,7 @@ def _shape(report: ProbeReport, s: _Session, end: dict) -> bool:
         report.add("shape", "fail", "the taskset package could not be imported or built:\n" + first.get("error", "") +
                    ("\noutput: " + end["stderr"][-800:] if end.get("stderr") else ""),
                    "taskset/__init__.py must import cleanly and set __all__ to exactly one vf.Taskset subclass; "
-                   "it may import only the family's eval toolset of the family's modules")
+                   "of the family's modules, only its eval toolset is available")
         return False
     version = first.get("verifiers_version")
     if version != stack.VERIFIERS_VERSION:

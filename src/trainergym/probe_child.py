@@ -42,6 +42,7 @@ import traceback
 MAX_PROMPT_CHARS = 16_000  # longer prompts are cut here and flagged; the library refuses them
 MAX_WORLD_CHARS = 64_000
 MAX_ANSWER_LINE = 256 << 20  # bytes of one answer line the worker relays
+ANSWER, END = "A ", "E "  # how the worker marks the child's answers and its own end line
 
 
 def _short_error(exc: BaseException, package_dir: str, module: str = "") -> str:
@@ -98,28 +99,17 @@ class Job:
         return list(self.cls.toolsets(self.config)) + list(type(task).toolsets(task.config))
 
     def tool_names(self) -> list[dict]:
-        from verifiers.v1.utils.decorators import discover_decorated
-
-        out = []
-        for server in self.toolsets(self.tasks[0]):
-            for fn in discover_decorated(server, "tool"):
-                raw = getattr(fn, "tool_name", None) or fn.__name__
-                name = f"{server.server_name}_{raw}" if server.server_name else raw
-                out.append({"name": name, "params": [p for p in inspect.signature(fn).parameters if p != "self"]})
-        return out
+        return [{"name": name, "params": [p for p in inspect.signature(fn).parameters if p != "self"]}
+                for name, fn in _advertised(self.toolsets(self.tasks[0])).items()]
 
     async def tool_results(self, base: int, data: dict, calls: list[dict], timeout: float) -> list[str]:
         """Run `calls` in order on fresh tool servers set up for the task (stateful tools keep state)."""
-        from verifiers.v1.utils.decorators import discover_decorated
-
         task = self.task(base, data)
-        tools = {}
-        for server in self.toolsets(task):
+        servers = self.toolsets(task)
+        for server in servers:
             await asyncio.wait_for(server.setup(), timeout)
             await asyncio.wait_for(server.setup_task(task.data), timeout)
-            for fn in discover_decorated(server, "tool"):
-                raw = getattr(fn, "tool_name", None) or fn.__name__
-                tools[f"{server.server_name}_{raw}" if server.server_name else raw] = fn
+        tools = _advertised(servers)
         out = []
         for call in calls:
             fn = tools.get(call["tool"])
@@ -134,6 +124,18 @@ class Job:
             except Exception as e:  # noqa: BLE001 - an error is an answer too
                 out.append(f"error: {type(e).__name__}: {e}"[:500])
         return out
+
+
+def _advertised(servers: list) -> dict:
+    """The servers' tools by the name the model sees (`<server>_<tool>`), as verifiers names them."""
+    from verifiers.v1.utils.decorators import discover_decorated
+
+    tools = {}
+    for server in servers:
+        for fn in discover_decorated(server, "tool"):
+            raw = getattr(fn, "tool_name", None) or fn.__name__
+            tools[f"{server.server_name}_{raw}" if server.server_name else raw] = fn
+    return tools
 
 
 def _trace(vf, task, calls: list[dict], reply: str | None):
@@ -326,7 +328,10 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
         line, why = _read_line(out_r, pid, deadline)
         if why:
             break
-        emit(line.decode(errors="replace").strip())
+        # Only the first line of what the child wrote, marked as the child's: agent code that
+        # writes an end line of its own (or several lines at once) cannot end the session or
+        # stay behind to answer the next job's requests.
+        emit(ANSWER + line.split(b"\n", 1)[0].decode(errors="replace").strip())
         nxt = next_request()
         if nxt is None or json.loads(nxt).get("op") == "done":
             break
@@ -365,7 +370,7 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
         end = {"stage": "crash", "error": f"the probe process {_exit_reason(status)} before answering"}
     else:
         end = {"stage": "closed"}
-    emit(json.dumps({**end, "end": True, "stderr": log_tail}))
+    emit(END + json.dumps({**end, "end": True, "stderr": log_tail}))
 
 
 def serve(limits: dict) -> None:
@@ -404,7 +409,7 @@ def serve(limits: dict) -> None:
         try:
             _run_session(json.loads(line), limits, limits["pid_namespace"], emit, next_request)
         except Exception as e:  # noqa: BLE001 - the worker itself must survive anything
-            emit(json.dumps({"stage": "crash", "end": True, "error": f"probe worker error: {type(e).__name__}: {e}"}))
+            emit(END + json.dumps({"stage": "crash", "end": True, "error": f"probe worker error: {type(e).__name__}: {e}"}))
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from functools import cache
 from pathlib import Path
 
 CHILD = Path(__file__).with_name("probe_child.py")
+ANSWER, END = "A ", "E "  # the worker's marks on a relayed answer and on its end line (probe_child.py)
 SANDBOX_UID = 65534  # nobody
 _SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|TRAINERGYM", re.IGNORECASE)
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -265,12 +266,15 @@ class WarmWorker:
                         self._send(payload)
                         while True:
                             line = self._readline(self._proc, wait)
-                            if not line.startswith("{"):
+                            if line.startswith(END):  # only the worker writes these
+                                return json.loads(line[len(END):])
+                            if not line.startswith(ANSWER):
                                 break
-                            answer = json.loads(line)
-                            if answer.get("end"):
-                                return answer
                             answered = True
+                            try:
+                                answer = json.loads(line[len(ANSWER):])
+                            except ValueError:
+                                answer = {"error": "the answer was not JSON"}
                             nxt = follow(answer) if follow else None
                             self._send(nxt if nxt is not None else {"op": "done"})
                     except (BrokenPipeError, OSError, ValueError):
