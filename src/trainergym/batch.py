@@ -76,13 +76,14 @@ class EpisodeSummary:
 
 async def run_many(make_agent: Callable[[], Agent], backend: Backend, n: int, options: dict | None = None,
                    concurrency: int = 8, max_gpu_jobs: int = 8, seed: int = 0, runs_dir: Path | None = None,
-                   on_done: Callable[[EpisodeSummary], None] | None = None) -> list[EpisodeSummary]:
+                   on_done: Callable[[EpisodeSummary], None] | None = None,
+                   reward_noise: bool = True) -> list[EpisodeSummary]:
     capped = CappedBackend(backend, max_gpu_jobs)
     gate = asyncio.Semaphore(concurrency)
 
     async def one(i: int) -> EpisodeSummary:
         async with gate:
-            env, agent, started = AsyncTrainerEnv(backend=capped, runs_dir=runs_dir), make_agent(), time.perf_counter()
+            env, agent, started = AsyncTrainerEnv(backend=capped, runs_dir=runs_dir, reward_noise=reward_noise), make_agent(), time.perf_counter()
             try:
                 info = await run_episode(env, agent, seed=seed + i, options=options)
                 ep, r = env.episode, info["reward_breakdown"]

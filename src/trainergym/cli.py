@@ -27,6 +27,8 @@ AGENT = typer.Option("reference", help="reference | naive | llm")
 BACKEND = typer.Option("mock", help="mock")
 RUNS_DIR = typer.Option(Path("runs"), help="where runs/<episode-id>/ are written")
 JSON = typer.Option(False, "--json", help="print one JSON object")
+REWARD_NOISE = typer.Option(True, "--reward-noise/--no-reward-noise",
+                            help="mock backend: the reward sees an n=200 eval's sampling noise (off: its expected post)")
 # ... and those of the `llm` agent.
 MODEL = typer.Option(None, help="llm agent: model id at the endpoint (default openai/gpt-4.1-mini)")
 BASE_URL = typer.Option(None, help="llm agent: OpenAI-compatible base URL (default OpenRouter)")
@@ -63,6 +65,7 @@ def episode(
     backend: str = BACKEND,
     seed: int = typer.Option(0, help="seed of the backend's noise and the episode"),
     runs_dir: Path = RUNS_DIR,
+    reward_noise: bool = REWARD_NOISE,
     as_json: bool = JSON,
     model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
     budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
@@ -74,7 +77,7 @@ def episode(
 
     options = _options(task, family)
     the_agent = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)()
-    env = AsyncTrainerEnv(backend=make_backend(backend, seed=seed), runs_dir=runs_dir)
+    env = AsyncTrainerEnv(backend=make_backend(backend, seed=seed), runs_dir=runs_dir, reward_noise=reward_noise)
     try:
         info = asyncio.run(run_episode(env, the_agent, seed=seed, options=options))
     finally:
@@ -103,7 +106,9 @@ def episode(
     fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
     src = res.get("source", "-")
     table.add_row("validation", fmt(r["validation"]), f"attempt {ep.valid_on_attempt or '-'} of {ep.attempts}")
-    table.add_row("post (hidden eval)", fmt(r["post"]), src)
+    table.add_row("post (hidden eval)", fmt(r["post"]), src if r.get("reward_noise", True) else f"{src}, expected")
+    if r.get("post_expected") is not None and r.get("reward_noise", True):
+        table.add_row("post expected", fmt(r["post_expected"]), f"{src}, without eval noise")
     table.add_row("best_pre", fmt(r["best_pre"]), "baselines file")
     table.add_row("uplift", fmt(r["uplift"]), src)
     table.add_row("job quality", fmt(r["job_quality"]), "0.25 post + 0.75 uplift term")
@@ -129,8 +134,15 @@ def _say_sources(sources: list[str]) -> None:
         console.print(f"post scores: {', '.join(sources)}")
 
 
-def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_jobs: int, seed: int, runs_dir: Path):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_jobs: int, seed: int, runs_dir: Path,
+              reward_noise: bool = True):
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from trainergym.backends import make_backend
     from trainergym.batch import run_many
@@ -143,7 +155,7 @@ def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_job
             progress.update(bar, advance=1, description=f"last: {summary.reward:+.3f}" if summary.error is None else "last: crashed")
 
         return asyncio.run(run_many(make, make_backend(backend, seed=seed), n, options, concurrency, max_gpu_jobs, seed,
-                                    runs_dir, on_done=done))
+                                    runs_dir, on_done=done, reward_noise=reward_noise))
 
 
 @app.command()
@@ -157,6 +169,7 @@ def batch(
     backend: str = BACKEND,
     seed: int = typer.Option(0, help="seed of the first episode (episode i gets seed + i)"),
     runs_dir: Path = RUNS_DIR,
+    reward_noise: bool = REWARD_NOISE,
     as_json: bool = JSON,
     model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
     budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
@@ -167,7 +180,7 @@ def batch(
 
     make = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)
     started = time.perf_counter()
-    summaries = _run_many(make, backend, n, _options(task, family), concurrency, max_gpu_jobs, seed, runs_dir)
+    summaries = _run_many(make, backend, n, _options(task, family), concurrency, max_gpu_jobs, seed, runs_dir, reward_noise)
     minutes = (time.perf_counter() - started) / 60
     from trainergym.batch import held_out_table
 
@@ -198,6 +211,7 @@ def eval_agent(
     backend: str = BACKEND,
     seed: int = typer.Option(0, help="seed of the first episode"),
     runs_dir: Path = RUNS_DIR,
+    reward_noise: bool = REWARD_NOISE,
     as_json: bool = JSON,
     model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
     budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
@@ -208,7 +222,8 @@ def eval_agent(
 
     fam = get_family(family)
     make = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)
-    table_row = held_out_table(_run_many(make, backend, n, {"family": family}, concurrency, max_gpu_jobs, seed, runs_dir))
+    table_row = held_out_table(_run_many(make, backend, n, {"family": family}, concurrency, max_gpu_jobs, seed, runs_dir,
+                                         reward_noise))
     out = {"family": family, "held_out": fam.HELD_OUT, "agent": agent, "backend": backend, **table_row}
     if as_json:
         print(json.dumps(out))

@@ -79,8 +79,11 @@ class AsyncTrainerEnv:
 
     def __init__(self, task: str | Path | TaskSpec | None = None, backend: Backend | str = "mock",
                  workdir: Path | None = None, runs_dir: Path | None = None, limits: Limits = Limits(),
-                 job_timeout: float | None = None):
+                 job_timeout: float | None = None, reward_noise: bool = True):
         self.default_task = task or DEFAULT_TASK
+        # Off: a surrogate job's reward uses its noise-free expected post (a lower-variance RL
+        # signal). A measured post keeps its eval's sampling noise: there is no other value.
+        self.reward_noise = reward_noise
         self.backend = make_backend(backend) if isinstance(backend, str) else backend
         self.workdir = Path(workdir) if workdir else None
         self.runs_dir = Path(runs_dir) if runs_dir else None
@@ -265,9 +268,11 @@ class AsyncTrainerEnv:
         elif result.status != "succeeded":
             summary = f"The job failed on the GPU: {result.failure_reason}.\n{result.log_tail}"
         else:
+            expected = f", expected {r.post_expected:.3f}" if r.post_expected is not None else ""
             summary = (f"The job trained {result.steps_done} steps on {result.gpu_count}x {result.gpu}: hidden-eval score "
-                       f"{result.post:.3f} (untrained {result.base_model}: {result.pre:.3f}; best untrained: {r.best_pre:.3f})"
-                       f" [{result.source}].")
+                       f"{result.post:.3f}{expected} (untrained {result.base_model}: {result.pre:.3f}; best untrained: "
+                       f"{r.best_pre:.3f}) [{result.source}]" + ("" if r.reward_noise else "; the reward uses the expected "
+                                                                   "score (reward_noise off)") + ".")
         return ToolOutcome(ok=True, content=f"{report.render()}\n\n{summary}\nEpisode reward {r.total:.3f} "
                                             f"(validation {r.validation:.2f}, job quality {r.job_quality:.3f}, speed {r.speed:.2f}).")
 
@@ -278,13 +283,20 @@ class AsyncTrainerEnv:
         if ep.done:
             return ep.reward
         res = ep.result
-        return episode_reward(
+        expected = res.details.get("post_expected") if res and res.source == "surrogate" else None
+        post = res.post if res else None
+        if not self.reward_noise and expected is not None and post is not None:
+            post = expected
+        r = episode_reward(
             attempts=ep.attempts, parseable=ep.parseable, valid_on_attempt=ep.valid_on_attempt,
-            job_succeeded=res is not None and res.status == "succeeded", post=res.post if res else None,
+            job_succeeded=res is not None and res.status == "succeeded", post=post,
             best_pre=baselines.best_pre(ep.task.family).score, train_seconds=res.train_seconds if res else None,
             budget_seconds=ep.task.bounds.gpu_hours * 3600 / ep.task.bounds.gpu_count,
             job_status=res.status if res else None,
         )
+        if r.post is not None:
+            r.post_expected, r.source, r.reward_noise = expected, res.source, self.reward_noise or expected is None
+        return r
 
     def _finish(self, note: str = "") -> None:
         ep = self.episode

@@ -34,7 +34,10 @@ class RewardBreakdown(BaseModel):
     """Every term of an episode's reward; `total` is what the outer RL loop sees."""
 
     validation: float = 0.0
-    post: float | None = None
+    post: float | None = None  # the hidden-eval score the reward used
+    post_expected: float | None = None  # a surrogate's noise-free post (None when measured)
+    source: str | None = None  # where post came from: "measured" (trained and scored) or "surrogate"
+    reward_noise: bool = True  # False: post is the surrogate's expected value, without eval noise
     best_pre: float | None = None
     uplift: float | None = None
     uplift_term: float | None = None

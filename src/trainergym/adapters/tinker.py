@@ -184,6 +184,9 @@ def _final_metrics(info: dict, truncated: bool) -> dict[str, float]:
         "job_succeeded": float(r.get("job_status") == "succeeded"),
         "attempts": float(r.get("attempts", 0)),
         f"{STOP_METRIC_PREFIX}{stop}": 1.0,
+        # Named by where they came from: "surrogate/post" is the mock backend's, never a measurement.
+        **({f"{r['source']}/{k}": float(r[k]) for k in ("post", "post_expected", "uplift", "speed")
+            if r.get(k) is not None} if r.get("source") else {}),
     }
 
 
@@ -198,13 +201,13 @@ class TrainerEnvGroupBuilder(EnvGroupBuilder):
                  renderer_name: str = ENV_RENDERER, backend: str = "mock", backend_kwargs: dict | None = None,
                  reuse_identical: bool = False, seed: int | None = None, family: str | None = None,
                  max_tokens: int | None = None, max_trajectory_tokens: int | None = None,
-                 job_timeout: float | None = None, runs_dir: str | None = None):
+                 job_timeout: float | None = None, runs_dir: str | None = None, reward_noise: bool = True):
         self.task = str(task)
         self.family = family or load_task(self.task).family
         self.group_size, self.model_name, self.renderer_name = group_size, model_name, renderer_name
         self.backend, self.backend_kwargs, self.reuse_identical = backend, dict(backend_kwargs or {}), reuse_identical
         self.seed, self.max_tokens, self.max_trajectory_tokens = seed, max_tokens, max_trajectory_tokens
-        self.job_timeout, self.runs_dir = job_timeout, runs_dir
+        self.job_timeout, self.runs_dir, self.reward_noise = job_timeout, runs_dir, reward_noise
         self._cores: list[AsyncTrainerEnv] = []  # every env built, across retries: cleanup ends them all
         self._backends: list[Backend] = []
 
@@ -232,7 +235,7 @@ class TrainerEnvGroupBuilder(EnvGroupBuilder):
         envs = []
         for _ in range(self.group_size):
             core = AsyncTrainerEnv(task=self.task, backend=shared or self._new_backend(), job_timeout=self.job_timeout,
-                                   runs_dir=Path(self.runs_dir) if self.runs_dir else None)
+                                   runs_dir=Path(self.runs_dir) if self.runs_dir else None, reward_noise=self.reward_noise)
             self._cores.append(core)
             envs.append(EnvFromMessageEnv(renderer, TrainerMessageEnv(core, renderer, self.task, self.seed),
                                           failed_parse_reward=BROKEN_REPLY_REWARD,
@@ -305,6 +308,7 @@ class TrainerDatasetBuilder(RLDatasetBuilder):
     max_trajectory_tokens: int | None = 65536
     job_timeout: float | None = None
     runs_dir: str | None = None
+    reward_noise: bool = True  # off: a mock job's reward uses its expected post (no eval noise)
     seed: int = 0
 
     def tasks(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -328,7 +332,7 @@ class TrainerDatasetBuilder(RLDatasetBuilder):
         group = dict(model_name=self.model_name, renderer_name=self.renderer_name, backend=self.backend,
                      backend_kwargs=dict(self.backend_kwargs), reuse_identical=self.reuse_identical,
                      max_tokens=self.max_tokens, max_trajectory_tokens=self.max_trajectory_tokens,
-                     job_timeout=self.job_timeout, runs_dir=self.runs_dir)
+                     job_timeout=self.job_timeout, runs_dir=self.runs_dir, reward_noise=self.reward_noise)
         train_ds = TrainerDataset(train_tasks, self.groups_per_batch, self.n_batches,
                                   {**group, "group_size": self.group_size}, seed=self.seed)
         test_ds = (TrainerDataset(test_tasks, len(test_tasks), 1, {**group, "group_size": self.test_group_size},
@@ -342,7 +346,7 @@ def train_config(log_path: str, *, model_name: str = DEFAULT_MODEL, renderer_nam
                  max_steps_off_policy: int = 2, max_tokens: int = 8192, n_batches: int = 50,
                  families: list[str] | None = None, task_files: Sequence[str] = (), backend: str = "mock",
                  backend_kwargs: dict | None = None, reuse_identical: bool = False, job_timeout: float | None = None,
-                 **config: Any) -> train.Config:
+                 reward_noise: bool = True, **config: Any) -> train.Config:
     """The cookbook `train.Config` of the original run: Qwen3.6-35B-A3B, LoRA rank 8, lr 4e-5,
     groups of 8, 5 groups (40 episodes) per step, asynchronous with at most 2 steps off policy
     (tinker-cookbook 0.6.1 semantics: sampling runs at most 2 steps ahead; no group is
@@ -355,7 +359,7 @@ def train_config(log_path: str, *, model_name: str = DEFAULT_MODEL, renderer_nam
         families=families, task_files=list(task_files),
         group_size=group_size, groups_per_batch=groups_per_batch, n_batches=n_batches, backend=backend,
         backend_kwargs=dict(backend_kwargs or {}), reuse_identical=reuse_identical, max_tokens=max_tokens,
-        job_timeout=job_timeout)
+        job_timeout=job_timeout, reward_noise=reward_noise)
     defaults: dict[str, Any] = dict(
         # A group whose episodes all score the same has zero advantage: training on it costs a slot, teaches nothing.
         remove_constant_reward_groups=True,
@@ -377,13 +381,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--backend", default="mock")
     parser.add_argument("--n-batches", type=int, default=50)
     parser.add_argument("--reuse-identical", action="store_true")
+    parser.add_argument("--no-reward-noise", dest="reward_noise", action="store_false",
+                        help="mock backend: rewards use the surrogate's expected post, without eval noise")
     parser.add_argument("--wandb-project", default=None)
     args = parser.parse_args(argv)
     if not os.environ.get("TINKER_API_KEY"):
         parser.error("TINKER_API_KEY is not set: training runs on the Tinker service")
     config = train_config(args.log_path, model_name=args.model, renderer_name=args.renderer, families=args.families,
                           task_files=args.task_files, backend=args.backend, n_batches=args.n_batches,
-                          reuse_identical=args.reuse_identical, wandb_project=args.wandb_project)
+                          reuse_identical=args.reuse_identical, reward_noise=args.reward_noise,
+                          wandb_project=args.wandb_project)
     asyncio.run(train.main(config))
 
 

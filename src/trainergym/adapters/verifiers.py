@@ -73,11 +73,12 @@ def outcomes(key: str, texts: list[str]) -> list[dict]:
 
 def _outcome(r: RewardBreakdown, turn: int, done: bool) -> dict:
     return {"turn": turn, "done": done, "reward": r.total, "validated": r.validated,
-            "job_succeeded": r.job_status == "succeeded", "attempts": r.attempts}
+            "job_succeeded": r.job_status == "succeeded", "attempts": r.attempts, "post": r.post, "uplift": r.uplift,
+            "surrogate": r.source == "surrogate"}
 
 
 NO_SUBMISSION = {"turn": 0, "done": False, "reward": NO_SUBMISSION_TOTAL, "validated": False,
-                 "job_succeeded": False, "attempts": 0}
+                 "job_succeeded": False, "attempts": 0, "post": None, "uplift": None, "surrogate": False}
 
 
 # --- the tools ----------------------------------------------------------------------------------
@@ -86,6 +87,8 @@ class TrainerToolsetConfig(vf.ToolsetConfig):
     """The trainergym backend that trains submitted jobs: mock (a surrogate), local, runpod."""
     job_timeout: float | None = None
     """Seconds a submitted job may take; keep it under the harness's `tool_timeout`."""
+    reward_noise: bool = True
+    """Off: a mock job's reward uses the surrogate's expected post, without eval noise."""
 
 
 def _arg(model, name: str):
@@ -113,7 +116,8 @@ class TrainerToolset(vf.Toolset[TrainerToolsetConfig]):
         """A fresh episode of the task for this rollout."""
         if self.env is not None:
             self.env.close()
-        self.env = AsyncTrainerEnv(backend=self.config.backend, job_timeout=self.config.job_timeout)
+        self.env = AsyncTrainerEnv(backend=self.config.backend, job_timeout=self.config.job_timeout,
+                                   reward_noise=self.config.reward_noise)
         await self.env.reset(seed=task.seed, options={"task": TaskSpec.model_validate(task.spec)})
         self.key = task.episode_key
         # In process (the scorer) nobody tears a toolset down: drop the workspace with it.
@@ -217,6 +221,21 @@ class TrainerTask(vf.Task[TrainerData, vf.State, TrainerTaskConfig]):
     @vf.metric
     async def submit_attempts(self, trace: vf.Trace) -> float:
         return float(self.outcome(trace.tool_messages)["attempts"])
+
+    @vf.metric
+    async def post(self, trace: vf.Trace) -> float:
+        """The trained model's hidden-eval score (0 when no job succeeded); see `surrogate`."""
+        return float(self.outcome(trace.tool_messages)["post"] or 0.0)
+
+    @vf.metric
+    async def uplift(self, trace: vf.Trace) -> float:
+        """post - best untrained score (0 when no job succeeded); see `surrogate`."""
+        return float(self.outcome(trace.tool_messages)["uplift"] or 0.0)
+
+    @vf.metric
+    async def surrogate(self, trace: vf.Trace) -> float:
+        """1 if post, uplift and speed came from the mock backend's surrogate, not from training."""
+        return float(self.outcome(trace.tool_messages)["surrogate"])
 
     @vf.metric
     async def episode_ended(self, trace: vf.Trace) -> float:

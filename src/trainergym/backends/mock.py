@@ -1,62 +1,142 @@
 """The mock backend: a documented surrogate of training, for tests and offline development.
 
 No model is trained. The post-training score is a formula (docs/mock-backend.md) over what
-the job really contains, as measured by the probe and recorded in the manifest: the chosen
-base model's baseline, whether the job's rewards separate correct from plausible wrong
-answers on items the agent never saw, how well its data covers the family's skills (weighted
-by the hidden eval), parity of its tools with the eval interface, hyperparameter sanity and
-the training budget; plus the sampling noise of an n-item eval, drawn per episode (never from
-the bundle's bytes); `details["post_expected"]` is the noise-free value. Configs whose
+the job really contains, as measured by the probe and recorded in the manifest (whether its
+rewards separate correct from plausible wrong answers, the share of its data the family
+verified, skill coverage and distinct prompts among verified tasks, parity of its tools with
+the eval interface), and over what its config makes training do: rollouts of the family's
+reference solver under the job's turn, token and context limits, GRPO groups that carry a
+learning signal, optimizer steps and their learning rate within the GPU budget. No term pays
+a setting for its own sake. The sampling noise of an n-item eval is drawn per episode (never
+from the bundle's bytes); `details["post_expected"]` is the noise-free value. Configs whose
 memory estimate exceeds the GPU crash. Every result says `source: "surrogate"`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import json
 import math
 import random
 import uuid
+from dataclasses import dataclass
 
 from trainergym import baselines, gpu, hidden
 from trainergym.backends import JobHandle, JobResult
-from trainergym.job import JobBundle, JobConfig
+from trainergym.job import JobBundle, PrimeRL
 from trainergym.tasks import TaskSpec, get_family
 
-# Surrogate constants (assumptions, documented in docs/mock-backend.md).
+# Surrogate constants: assumptions chosen to rank jobs as training would, none fitted to real
+# runs (docs/mock-backend.md gives each one's reading).
 CAPACITY = {"Qwen/Qwen3-0.6B": 0.45, "Qwen/Qwen3-1.7B": 0.55}  # share of headroom an ideal job closes
 LR_OPTIMUM = {"Qwen/Qwen3-0.6B": 3e-6, "Qwen/Qwen3-1.7B": 2e-6}  # full fine-tune; LoRA x10
-LR_WIDTH_DECADES = 0.5
-ROLLOUTS_SCALE = 4000.0
-DISTINCT_SCALE = 500  # distinct training prompts below which the data itself limits learning  # rollouts for 63% of the attainable gain
+LR_STABLE_DECADES = 0.5  # up to ~3x the optimum trains as well as the optimum ...
+LR_FALLOFF_DECADES = 0.3  # ... beyond it the gain falls off (instability), and past 10x it harms
+STEPS_SCALE = 8.0  # optimizer steps at full learning rate for 63% of the attainable gain, noise-free
+NOISE_ROLLOUTS = 256.0  # useful rollouts per step at which gradient noise halves a step's progress
+GROUP_CORRELATION = 0.1  # how much two rollouts of one prompt tell the same thing
+SUCCESS_CONCENTRATION = 2.0  # per-prompt success ~ Beta(mean = pre, a + b = 2 at temperature 1)
+DISTINCT_SCALE = 500  # distinct verified prompts below which the data itself limits learning
 SETUP_SECONDS = 420.0  # install + model load before step 1
 STEP_OVERHEAD_SECONDS = 6.0  # weight broadcast, orchestration
-INFERENCE_SPEEDUP = 8.0  # rollout tokens/s relative to training tokens/s
-PROMPT_TOKENS = 350
-TOKENS_PER_TURN = 100
+PACK_TOKENS = 4096  # training throughput is read at this micro-batch length whatever seq_len is
+INFERENCE_SPEEDUP = 2.0  # sampled tokens/s relative to trained tokens/s
+CHARS_PER_TOKEN = 3.6
+THINK_TOKENS = 120  # reasoning before each tool call or answer
+MESSAGE_TOKENS = 8  # chat-template tokens around each message
 EVAL_SECONDS = 300.0  # pre + post scoring on the hidden eval
 
 
-def hyper_factor(job: JobConfig) -> tuple[float, dict]:
-    """How much of the attainable gain these hyperparameters let through, per factor."""
-    p, model = job.prime_rl, job.job.base_model
+def _tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class SolverTrace:
+    """The family's reference solver on one hidden item, in tokens: what a rollout that
+    solves it samples (`turns`, one entry per model turn) and reads back (`results`)."""
+
+    prompt: int
+    turns: tuple[int, ...]
+    results: tuple[int, ...]
+
+    def under(self, p: PrimeRL) -> tuple[bool, int, int]:
+        """(solvable within the job's limits, tokens sampled, tokens trained) for one rollout
+        that follows this trace, cut where the limits cut it."""
+        k = min(len(self.turns), p.max_turns)
+        sampled = sum(min(t, p.max_tokens) for t in self.turns[:k])
+        context = self.prompt + sampled + sum(self.results[:k]) + 2 * k * MESSAGE_TOKENS
+        fits = len(self.turns) <= p.max_turns and max(self.turns) <= p.max_tokens and context <= p.seq_len
+        return fits, sampled, min(context, p.seq_len)
+
+
+@functools.cache
+def solver_traces(family: str) -> tuple[SolverTrace, ...]:
+    """The reference solver's rollouts of the hidden eval (a token-level stand-in for a rollout
+    of the trained model; the eval's own items, so the limits are judged where they matter)."""
+    fam = get_family(family)
+    schema = _tokens(json.dumps(fam.EVAL_TOOLS)) + 60  # tool schemas + a system prompt
+    traces = []
+    for ex in hidden.hidden_eval(family):
+        solved = fam.solve(ex.model_dump())
+        turns = [THINK_TOKENS + _tokens(json.dumps({"name": c["tool"], "arguments": c["arguments"]})) for c in solved["calls"]]
+        traces.append(SolverTrace(prompt=schema + _tokens(ex.prompt),
+                                  turns=(*turns, THINK_TOKENS + _tokens(solved["reply"])),
+                                  results=(*(_tokens(str(c["result"])) for c in solved["calls"]), 0)))
+    return tuple(traces)
+
+
+def lr_at(p: PrimeRL, step: int) -> float:
+    """The learning rate of optimizer step `step` (0-based) under the job's schedule."""
+    if step < p.warmup_steps:
+        return p.lr * (step + 1) / (p.warmup_steps + 1)
+    if p.scheduler == "constant":
+        return p.lr
+    frac = (step - p.warmup_steps) / max(1, p.max_steps - p.warmup_steps)
+    shape = 1 - frac if p.scheduler == "linear" else 0.5 * (1 + math.cos(math.pi * frac))
+    return p.min_lr + (p.lr - p.min_lr) * shape
+
+
+def peak_lr(p: PrimeRL) -> float:
+    """The highest learning rate the schedule reaches (a decay towards a `min_lr` above `lr`
+    climbs)."""
+    return p.lr if p.scheduler == "constant" else max(p.lr, p.min_lr)
+
+
+def signal_share(pre: float, group_size: int, temperature: float) -> float:
+    """Share of GRPO groups whose rollouts disagree (a group all right or all wrong has zero
+    advantage and teaches nothing). Per-prompt success is Beta-distributed around `pre`; a
+    lower temperature makes a prompt's rollouts alike, pushing success to all or nothing."""
+    k = SUCCESS_CONCENTRATION * min(1.0, temperature)
+    a, b = max(pre, 1e-3) * k, max(1 - pre, 1e-3) * k
+    all_right = math.prod((a + i) / (a + b + i) for i in range(group_size))
+    all_wrong = math.prod((b + i) / (a + b + i) for i in range(group_size))
+    return 1 - all_right - all_wrong
+
+
+def training_factor(p: PrimeRL, model: str, pre: float, steps_done: int) -> tuple[float, dict]:
+    """How much of the attainable gain the optimisation delivers, and why: progress is optimizer
+    steps (each worth its learning rate, up to the optimum) discounted by gradient noise (few
+    useful rollouts per step: small batches, groups that agree, correlated group members);
+    too high a learning rate is unstable, a hot sampler drifts from the greedy eval, a strong
+    KL anchor holds the policy back."""
     optimum = LR_OPTIMUM[model] * (10 if p.lora else 1)
-    decades = math.log10(p.lr / optimum)
+    speed = sum(min(1.0, lr_at(p, s) / optimum) for s in range(steps_done))
+    share = signal_share(pre, p.group_size, p.temperature)
+    useful = p.batch_size / (1 + (p.group_size - 1) * GROUP_CORRELATION) * share
+    progress = speed / (STEPS_SCALE * (1 + NOISE_ROLLOUTS / max(useful, 1e-9)))
+    excess = max(0.0, math.log10(peak_lr(p) / optimum) - LR_STABLE_DECADES)
     f = {
-        "lr": math.exp(-(decades**2) / (2 * LR_WIDTH_DECADES**2)),
-        "group_size": min(1.0, p.group_size / 8) ** 0.5,
-        "batch_size": min(1.0, p.batch_size / 64) ** 0.3,
-        "temperature": math.exp(-(((p.temperature - 1.0) / 0.35) ** 2)),
-        "max_tokens": min(1.0, p.max_tokens / 128) ** 0.5,
-        "kl_tau": 1.0 if p.kl_tau <= 0.05 else 0.7,
+        "progress": 1 - math.exp(-progress),
+        "stability": math.exp(-(excess**2) / (2 * LR_FALLOFF_DECADES**2)),
+        "temperature": math.exp(-((max(0.0, p.temperature - 1.0) / 0.35) ** 2)),
+        "kl": 1.0 if p.kl_tau <= 0.05 else 0.7,
     }
-    return math.prod(f.values()), {k: round(v, 4) for k, v in f.items()}
-
-
-def turns_needed(task: TaskSpec) -> list[int]:
-    """Model turns the reference solver needs on each hidden item (tool calls + the answer)."""
-    fam = get_family(task.family)
-    return [len(fam.solve(ex.model_dump())["calls"]) + 1 for ex in hidden.hidden_eval(task.family)]
+    parts = {**{k: round(v, 4) for k, v in f.items()}, "signal_share": round(share, 4),
+             "useful_rollouts_per_step": round(useful, 1), "lr_steps": round(speed, 1)}
+    return math.prod(f.values()), parts
 
 
 def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> JobResult:
@@ -77,15 +157,16 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
                          log_tail=f"torch.OutOfMemoryError: estimated peak {peak:.1f} GiB > {device.memory_gib} GiB on {device.name}",
                          details={"peak_gib": round(peak, 2)})
 
-    # Duration: per step, generate batch_size rollouts then train on them.
-    needed = turns_needed(task)
-    turns = sum(1 for t in needed if t <= p.max_turns) / len(needed)  # items solvable within max_turns
-    mean_turns = min(p.max_turns, sum(needed) / len(needed))
-    sample_tokens = min(p.seq_len, PROMPT_TOKENS + mean_turns * min(p.max_tokens, TOKENS_PER_TURN))
-    tok_s = gpu.train_tokens_per_second(model, p.seq_len, device)
-    # prime-rl overlaps inference and training (async, off-policy), so the slower one sets the pace.
-    step_tokens = p.batch_size * sample_tokens
-    step_s = max(step_tokens / tok_s, step_tokens / (tok_s * INFERENCE_SPEEDUP)) + STEP_OVERHEAD_SECONDS
+    # Rollouts: the reference solver's, under the job's limits. An item it cannot finish within
+    # max_turns, max_tokens per turn or seq_len never earns reward in training.
+    shapes = [t.under(p) for t in solver_traces(task.family)]
+    reach = sum(fits for fits, _, _ in shapes) / len(shapes)
+    sampled = sum(s for _, s, _ in shapes) / len(shapes)
+    trained = sum(t for _, _, t in shapes) / len(shapes)
+    # Duration per step: sample batch_size rollouts and train on their tokens; prime-rl overlaps
+    # the two (async, off-policy), so the slower one sets the pace.
+    tok_s = gpu.train_tokens_per_second(model, PACK_TOKENS, device)
+    step_s = max(p.batch_size * trained / tok_s, p.batch_size * sampled / (tok_s * INFERENCE_SPEEDUP)) + STEP_OVERHEAD_SECONDS
     budget_s = task.bounds.gpu_hours * 3600 / task.bounds.gpu_count
     steps_done = min(p.max_steps, int((budget_s - SETUP_SECONDS) // step_s)) if budget_s > SETUP_SECONDS else 0
     train_s = SETUP_SECONDS + steps_done * step_s
@@ -99,19 +180,21 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
     verified = m.get("verified_share", 0.0)
     coverage = (0.3 + 0.7 * m.get("skill_coverage", 0.0)) * min(1.0, m.get("distinct_verified_prompts", 0) / DISTINCT_SCALE) ** 0.5
     parity = m.get("tool_parity", 0.0)
-    hyper, hyper_parts = hyper_factor(job)
-    rollouts = steps_done * p.batch_size
-    budget = 1 - math.exp(-rollouts / ROLLOUTS_SCALE)
-    gain = CAPACITY[model] * (1 - pre) * signal * verified * coverage * parity * hyper * turns * budget
+    training, training_parts = training_factor(p, model, pre, steps_done)
+    gain = CAPACITY[model] * (1 - pre) * signal * verified * coverage * parity * reach * training
     # A reward that pays for the wrong thing, data that is mostly wrong, or a learning rate far
-    # too high makes things worse.
-    damage = pre * budget * (0.3 * max(0.0, 0.5 - signal) + 0.3 * max(0.0, 0.5 - verified) + 0.3 * max(0.0, min(1.0, math.log10(p.lr / LR_OPTIMUM[model]) - 1)))
+    # too high makes things worse, in proportion to how far training got.
+    optimum = LR_OPTIMUM[model] * (10 if p.lora else 1)
+    harm = (0.3 * max(0.0, 0.5 - signal) + 0.3 * max(0.0, 0.5 - verified)
+            + 0.3 * min(1.0, max(0.0, math.log10(peak_lr(p) / optimum) - 1)))
+    damage = pre * training_parts["progress"] * harm
     expected = round(min(1.0, max(0.0, pre + gain - damage)), 4)  # as recorded: a reuse draws from the same value
     post, noise = eval_noise(expected, pre, seed, bundle.manifest.episode or "unkeyed", n)
-    details = {"post_expected": expected, "signal": round(signal, 4), "verified": round(verified, 4), "coverage": round(coverage, 4), "tool_parity": parity, "hyper": round(hyper, 4),
-               "hyper_parts": hyper_parts, "turns": round(turns, 4), "budget": round(budget, 4), "gain": round(gain, 4),
-               "damage": round(damage, 4), "noise": round(noise, 4), "peak_gib": round(peak, 2),
-               "step_seconds": round(step_s, 2), "rollouts": rollouts}
+    details = {"post_expected": expected, "signal": round(signal, 4), "verified": round(verified, 4), "coverage": round(coverage, 4),
+               "tool_parity": parity, "reach": round(reach, 4), "training": round(training, 4), "training_parts": training_parts,
+               "gain": round(gain, 4), "damage": round(damage, 4), "noise": round(noise, 4), "peak_gib": round(peak, 2),
+               "step_seconds": round(step_s, 2), "sampled_tokens": round(sampled), "trained_tokens": round(trained),
+               "rollouts": steps_done * p.batch_size}
     note = f" (stopped at the GPU budget after {steps_done} of {p.max_steps} steps)" if steps_done < p.max_steps else ""
     return JobResult(**common, status="succeeded", post=post, train_seconds=round(train_s, 1), steps_done=steps_done,
                      cost_usd=_cost(train_s + EVAL_SECONDS, device, task),
