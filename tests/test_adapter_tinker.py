@@ -135,6 +135,9 @@ def test_group_rollout_through_cookbook_rollouts_advantages_and_data(short_task)
         if is_reference:  # 3 look-arounds, 3 files, 1 submission; the job trains and scores
             assert len(steps) == 7 and traj.stop_reason == "completed" and metrics["stop/completed"] == 1.0
             assert metrics["validated"] == metrics["job_succeeded"] == metrics["validation"] == 1.0
+            # named by their source: the mock backend's figures are never logged as measurements
+            assert {"surrogate/post", "surrogate/post_expected", "surrogate/uplift", "surrogate/speed"} <= set(metrics)
+            assert not any(k.startswith("measured/") for k in metrics)
             assert steps[-1].reward > 0.35
         else:  # idle: never submits, runs out of turns
             assert len(steps) == 12 and traj.stop_reason == "max_turns" and metrics["stop/max_turns"] == 1.0

@@ -244,4 +244,7 @@ def test_over_mcp_in_its_own_process_the_reward_comes_from_the_tool_results(task
     assert sorted(s["function"]["name"] for s in schemas) == sorted(TOOLS)
     assert stops[-1] and not any(stops[:-1])  # the rollout stops once the job is trained, not before
     assert trace.reward == pytest.approx(env_reward(reference_plan())) and trace.reward > 0.5
-    assert trace.metrics == {"validated": 1.0, "job_succeeded": 1.0, "submit_attempts": 1.0, "episode_ended": 1.0}
+    post = trace.metrics.pop("post")
+    assert trace.metrics.pop("uplift") == pytest.approx(post - 0.742) and 0 < post <= 1
+    assert trace.metrics == {"validated": 1.0, "job_succeeded": 1.0, "submit_attempts": 1.0, "episode_ended": 1.0,
+                             "surrogate": 1.0}  # post and uplift came from the mock backend's surrogate

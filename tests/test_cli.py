@@ -49,8 +49,18 @@ def test_families_lists_held_out_and_baselines(tmp_path):
 
 def test_table_output_says_where_figures_come_from(tmp_path):
     out = episode(tmp_path, "--task", str(ROOT / "examples/tasks/calc_chain.toml"))
-    for term in ("validation", "post (hidden eval)", "uplift", "job quality", "speed", "total", "surrogate"):
+    for term in ("validation", "post (hidden eval)", "post expected", "uplift", "job quality", "speed", "total", "surrogate"):
         assert term in out
+
+
+def test_no_reward_noise_pays_the_expected_post_whatever_the_seed(tmp_path):
+    runs = [json.loads(episode(tmp_path, "--no-reward-noise", "--json", "--seed", str(seed))) for seed in (1, 2)]
+    for run in runs:
+        r = run["reward"]
+        assert r["post"] == r["post_expected"] == run["result"]["details"]["post_expected"] and not r["reward_noise"]
+        assert r["source"] == "surrogate"
+    assert runs[0]["reward"]["total"] == runs[1]["reward"]["total"]
+    assert runs[0]["result"]["post"] != runs[1]["result"]["post"]  # the draws differ; the reward ignores them
 
 
 def test_bad_arguments_give_a_clear_message(tmp_path):

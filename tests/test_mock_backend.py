@@ -111,8 +111,8 @@ def test_no_byte_lottery_noise_is_drawn_per_episode(tmp_path, reference_files):
     variants = [reference_files, {**reference_files, "taskset/chains.py": chains + "\n# tuned by hand\n"},
                 {**reference_files, "taskset/chains.py": chains.replace("\n\n\n", "\n\n\n\n")}]
 
-    async def episode(files, seed):
-        env = AsyncTrainerEnv(runs_dir=tmp_path / "runs")
+    async def episode(files, seed, reward_noise=True):
+        env = AsyncTrainerEnv(runs_dir=tmp_path / "runs", reward_noise=reward_noise)
         try:
             await env.reset(seed=seed, options={"family": "calc_chain"})
             for path, content in files.items():
@@ -128,6 +128,26 @@ def test_no_byte_lottery_noise_is_drawn_per_episode(tmp_path, reference_files):
     assert len({reward for reward, _ in outcomes}) == 1
     other = asyncio.run(episode(variants[1], seed=4))
     assert other[1]["details"]["post_expected"] == outcomes[0][1]["details"]["post_expected"]
+    # reward_noise off: every variant and every seed earns the expected post's reward
+    quiet = {asyncio.run(episode(files, seed=seed, reward_noise=False))[0] for files in variants[:2] for seed in (3, 4)}
+    assert len(quiet) == 1
+
+
+def test_episode_seeds_spread_like_an_n200_eval(bundle_for, task):
+    """Seeds 1-20 of one job: the post scatters around post_expected with the binomial standard
+    error of an n=200 eval (20 draws: the sample sd lies within 0.6-1.4x of it with p = 0.99)."""
+    import statistics
+
+    b = bundle_for()
+    posts = []
+    for seed in range(1, 21):
+        b.manifest.episode = f"seed:{seed}"
+        r = simulate(b, task, 0, gpu("A40"))
+        posts.append(r.post)
+    expected, se = r.details["post_expected"], (r.pre * (1 - r.pre) / r.eval_n) ** 0.5
+    mean, sd = statistics.fmean(posts), statistics.stdev(posts)
+    print(f"\nseeds 1-20: post mean {mean:.4f} sd {sd:.4f}; post_expected {expected:.4f}, n=200 standard error {se:.4f}")
+    assert 0.6 * se < sd < 1.4 * se and abs(mean - expected) < 3 * se / 20**0.5
 
 
 def test_a_reused_result_draws_its_own_noise(bundle_for, task):
