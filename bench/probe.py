@@ -6,6 +6,10 @@ measured in the same run.
 
     uv run python bench/probe.py [--n 7]
 
+Then the same calc_chain probe, warm and cold, in each sandbox mode this host supports
+(bubblewrap; namespaces, for hosts without it), and what a sandbox's own cgroup costs to make
+and remove (once per worker, not per probe).
+
 Targets: warm p50 <= 1 s; the first probe of a process <= 1.3x the bare import.
 """
 
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -23,7 +28,9 @@ import time
 from pathlib import Path
 
 from trainergym.agents.reference import reference_job_files
+from trainergym.cgroup import Cgroup
 from trainergym.probe import probe
+from trainergym.sandbox import Sandbox
 from trainergym.tasks import families, load_task
 
 FIRST = """
@@ -99,6 +106,22 @@ def main() -> None:
         p50 = statistics.median(xs)
         print(f"probe {name:<22} p50 {p50:6.3f} s   p95 {pct(xs, 0.95):6.3f} s   ({p50 / b50:4.2f}x bare import, n={len(xs)})")
     print("targets: warm p50 <= 1 s; the first probe of a process <= 1.3x the bare import")
+    for mode in ("bwrap", "namespaces"):
+        if Sandbox(mode=mode).kind != mode:
+            print(f"mode {mode}: not available here")
+            continue
+        os.environ["TRAINERGYM_SANDBOX"] = mode
+        run(passing, True, True)()  # a warm worker of this mode, outside the timings
+        warm, cold = timed(run(passing, True, True), args.n), timed(run(passing, False, True), args.n)
+        print(f"mode {mode:<10} passing warm p50 {statistics.median(warm):6.3f} s   cold p50 {statistics.median(cold):6.3f} s"
+              f"   ({Sandbox().describe()[:60]}...)")
+    group = Cgroup.create(4 << 30, 256)
+    if group is None:
+        print("a sandbox's own cgroup: not available here (totals are per process)")
+        return
+    group.remove()
+    made = timed(lambda: Cgroup.create(4 << 30, 256).remove(), args.n)
+    print(f"a sandbox's own cgroup, made and removed: p50 {statistics.median(made) * 1e3:.1f} ms (once per worker)")
 
 
 if __name__ == "__main__":

@@ -138,3 +138,16 @@ def test_the_llm_agent_needs_its_key(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "OPENROUTER_API_KEY"}
     out = subprocess.run([str(BIN), "episode", "--agent", "llm"], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode != 0 and "OPENROUTER_API_KEY" in out.stderr
+
+
+def test_doctor_names_the_mode_that_runs_and_what_each_guarantees(tmp_path):
+    env = {**os.environ, "TRAINERGYM_SANDBOX": "namespaces"}
+    out = subprocess.run([str(BIN), "doctor", "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    report = json.loads(out.stdout)
+    assert [m["mode"] for m in report["modes"]] == ["bwrap", "namespaces", "none"]
+    assert report["requested"] == "namespaces" and report["runs"] in ("namespaces", "unavailable")
+    assert (out.returncode == 0) == (report["runs"] == "namespaces")
+    assert report["data_dir_modes"].get(Path(report["data_dir"]).name) == "0o700"
+    bad = subprocess.run([str(BIN), "doctor"], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                         env={**os.environ, "TRAINERGYM_SANDBOX": "bogus"})
+    assert bad.returncode == 2 and "auto, bwrap, namespaces, none" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,5 +1,7 @@
 """The attack suite: jobs written by an adversarial agent. Each must be rejected or flagged
-with a clear message, the environment must go on, and the host must be unaffected.
+with a clear message, the environment must go on, and the host must be unaffected. The
+confinement attacks run once per sandbox mode this machine supports (bubblewrap, and
+namespaces: the mode for hosts without bubblewrap).
 
 Network traffic in these tests goes only to a listener on 127.0.0.1 that the test opens."""
 
@@ -13,13 +15,21 @@ from pathlib import Path
 
 import pytest
 
-from conftest import requires_bwrap, write_job
+from conftest import write_job
 from trainergym import TrainerEnv, hidden
 from trainergym.probe import probe
-from trainergym.sandbox import SANDBOX_UID
+from trainergym.sandbox import UID_RANGE, Sandbox
 from trainergym.tasks import families
 
-pytestmark = requires_bwrap
+MODES = [m for m in ("bwrap", "namespaces") if Sandbox(mode=m).kind == m]
+pytestmark = pytest.mark.skipif(not MODES, reason="no sandbox mode works here (install bubblewrap)")
+
+
+@pytest.fixture(params=MODES)
+def mode(request, monkeypatch):
+    """Run the test in each sandbox mode (the probe's warm pool follows TRAINERGYM_SANDBOX)."""
+    monkeypatch.setenv("TRAINERGYM_SANDBOX", request.param)
+    return request.param
 
 INIT = "from .chains import ChainTaskset\n\n__all__ = ['ChainTaskset']\n"
 
@@ -45,12 +55,17 @@ def no_stray_sandbox_processes():
     if os.geteuid() != 0:
         return
     for _ in range(50):
-        listed = subprocess.run(["ps", "-u", str(SANDBOX_UID), "-o", "pid="], capture_output=True, text=True).stdout.split()
-        left = [pid for pid in map(int, listed) if _ours(pid)]
+        left = [pid for pid, uid in _processes() if uid in UID_RANGE and _ours(pid)]
         if len(left) <= 1:
             return
         time.sleep(0.1)
     raise AssertionError(f"{len(left)} sandbox processes outlived the probe")
+
+
+def _processes() -> list[tuple[int, int]]:
+    """(pid, uid) of every process on the host."""
+    out = subprocess.run(["ps", "-e", "-o", "pid=,uid="], capture_output=True, text=True).stdout
+    return [(int(a), int(b)) for a, b in (line.split() for line in out.splitlines())]
 
 
 def attack(tmp_path, task, reference_files, prelude="", files=None, job_toml=None):
@@ -66,7 +81,7 @@ def item(report, check):
     return next(i for i in report.items if i.check == check)
 
 
-def test_reading_the_hidden_eval_secret_by_path(tmp_path, task, reference_files, monkeypatch):
+def test_reading_the_hidden_eval_secret_by_path(mode, tmp_path, task, reference_files, monkeypatch):
     monkeypatch.delenv("TRAINERGYM_HIDDEN_SEED")  # the real per-installation secret file
     secret_file = hidden.data_dir() / "hidden-seed"
     secret = hidden.secret_seed()
@@ -76,7 +91,7 @@ def test_reading_the_hidden_eval_secret_by_path(tmp_path, task, reference_files,
     assert secret not in report.render() and secret not in json.dumps(report.measurements)
 
 
-def test_network_to_a_loopback_listener_receives_nothing(tmp_path, task, reference_files):
+def test_network_to_a_loopback_listener_receives_nothing(mode, tmp_path, task, reference_files):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(8)
@@ -107,7 +122,7 @@ except OSError:
     assert received == [] and report.ok, report.render()
 
 
-def test_a_thousand_forks_are_capped_and_reaped(tmp_path, task, reference_files):
+def test_a_thousand_forks_are_capped_and_reaped(mode, tmp_path, task, reference_files):
     prelude = """
 import os, time
 n = 0
@@ -127,24 +142,131 @@ raise RuntimeError(f"forked {n} children")
     assert forked < 1000, message
 
 
+MARKER = "tg-pwned-" + os.urandom(4).hex()
+
+
+def test_recon_writes_and_a_daemon_get_nothing(mode, tmp_path, task, reference_files, monkeypatch):
+    """Read the hidden seed, plant a marker in the venv, the family package and the library, and
+    leave a setsid daemon behind: the seed is unreadable, no marker lands, no process survives."""
+    import sysconfig
+
+    import calc_chain
+
+    import trainergym
+
+    monkeypatch.delenv("TRAINERGYM_HIDDEN_SEED")
+    secret = hidden.secret_seed()
+    targets = [Path(sysconfig.get_paths()["purelib"]) / f"{MARKER}.pth", Path(calc_chain.__file__).parent / f"{MARKER}.py",
+               Path(trainergym.__file__).parent / f"{MARKER}.py", hidden.data_dir() / MARKER]
+    prelude = f"""
+import os, time
+seen = []
+for path in {[str(hidden.data_dir() / "hidden-seed"), str(hidden.data_dir())]!r}:
+    try:
+        seen.append(open(path).read() if os.path.isfile(path) else ",".join(os.listdir(path)))
+    except OSError as e:
+        seen.append(type(e).__name__)
+for target in {[str(t) for t in targets]!r}:
+    try:
+        open(target, "w").write("import os; os.system('touch /tmp/{MARKER}')")
+    except OSError:
+        pass
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "300", "{MARKER}"])  # a daemon that names itself
+    os._exit(0)
+time.sleep(0.2)
+print("SEEN", seen)
+"""
+    report = attack(tmp_path, task, reference_files, prelude)
+    assert report.ok, report.render()
+    assert secret not in report.render() and secret not in json.dumps(report.measurements)
+    assert not any(t.exists() for t in targets), [t for t in targets if t.exists()]
+    time.sleep(0.5)
+    daemons = subprocess.run(["pgrep", "-f", MARKER], capture_output=True, text=True).stdout.split()
+    assert daemons == [], f"a daemon of the job survived the probe in {mode} mode"
+
+
+def _hog(children: int, mib: int, hold: float) -> str:
+    """A taskset prelude: `children` processes each touching `mib` MiB, held for `hold` s."""
+    return f"""
+import os, time
+pids = []
+for _ in range({children}):
+    pid = os.fork()
+    if pid == 0:
+        blob = bytearray({mib} << 20)
+        blob[::4096] = b"x" * len(range(0, len(blob), 4096))
+        time.sleep({hold})
+        os._exit(0)
+    pids.append(pid)
+dead = [os.waitpid(p, 0)[1] for p in pids]
+if any(dead):
+    raise RuntimeError(f"children were killed: {{dead}}")
+"""
+
+
+def test_memory_is_capped_for_the_sandbox_as_a_whole(mode, tmp_path, task, reference_files):
+    """Six children of 1.5 GiB each pass a 4 GiB cap per process; the sandbox's cgroup refuses
+    them as a whole (where the host gives us a cgroup; the report says how totals are held)."""
+    report = attack(tmp_path, task, reference_files, _hog(6, 1536, 3))
+    if "cgroup" not in report.confinement:
+        pytest.skip(f"no writable cgroup here: {report.confinement}")
+    assert not report.ok and "children were killed" in item(report, "shape").message, report.render()
+
+
+def test_a_fork_bomb_does_not_stop_a_probe_beside_it(mode, tmp_path, task, reference_files):
+    bomb = """
+import os, time
+n = 0
+while True:
+    try:
+        if os.fork() == 0:
+            time.sleep(30)
+            os._exit(0)
+        n += 1
+    except OSError:
+        break
+time.sleep(15)
+"""
+    write_job(tmp_path / "bomb", {**reference_files, "taskset/__init__.py": bomb + INIT})
+    done = threading.Event()
+
+    def explode():
+        try:
+            probe(tmp_path / "bomb", task, tmp_path / "bomb-bundle", timeout=40, warm=False)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=explode)
+    thread.start()
+    time.sleep(6)  # the bomb has forked all it may
+    assert not done.is_set()
+    write_job(tmp_path / "ws", reference_files)
+    report, _ = probe(tmp_path / "ws", task, tmp_path / "bundle", warm=False)
+    thread.join()
+    assert report.ok, report.render()
+
+
 def test_endless_import_loop_times_out(tmp_path, task, reference_files):
     write_job(tmp_path / "ws", {**reference_files, "taskset/__init__.py": "while True:\n    pass\n"})
     report, _ = probe(tmp_path / "ws", task, tmp_path / "bundle", timeout=15)
     assert item(report, "shape").status == "fail" and "within 15 s" in report.render()
 
 
-def test_allocating_20_gb_fails_cleanly(tmp_path, task, reference_files):
+def test_allocating_20_gb_fails_cleanly(mode, tmp_path, task, reference_files):
     report = attack(tmp_path, task, reference_files, "blob = bytearray(20 << 30)")
     assert "MemoryError" in item(report, "shape").message
 
 
-def test_writing_a_1_gb_file_is_stopped(tmp_path, task, reference_files):
+def test_writing_a_1_gb_file_is_stopped(mode, tmp_path, task, reference_files):
     prelude = "with open('big.bin', 'wb') as f:\n    for _ in range(1024):\n        f.write(b'x' * (1 << 20))\n"
     report = attack(tmp_path, task, reference_files, prelude)
     assert "File too large" in item(report, "shape").message or "No space left" in item(report, "shape").message
 
 
-def test_environment_holds_no_keys(tmp_path, task, reference_files, monkeypatch):
+def test_environment_holds_no_keys(mode, tmp_path, task, reference_files, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-planted")
     monkeypatch.setenv("RUNPOD_API_KEY", "rp-test-planted")
     monkeypatch.setenv("HF_TOKEN", "hf-test-planted")
@@ -158,7 +280,7 @@ if found:
     assert report.ok, report.render()
 
 
-def test_writes_outside_its_directory_do_not_land(tmp_path, task, reference_files):
+def test_writes_outside_its_directory_do_not_land(mode, tmp_path, task, reference_files):
     targets = [tmp_path / "outside.txt", Path.home() / "tg-pwned.txt", Path("/work/tg-pwned.txt")]
     prelude = "for target in %r:\n    try:\n        open(target, 'w').write('pwned')\n    except OSError:\n        pass\n" % (
         [str(t) for t in targets],)
@@ -219,7 +341,7 @@ def test_embedding_hidden_items_is_leakage(tmp_path, task, reference_files):
     assert not any(ex[0] in report.render() or ex[0] in json.dumps(report.measurements) for ex in stolen)
 
 
-def test_killing_the_worker_is_survived(tmp_path, task, reference_files):
+def test_killing_the_worker_is_survived(mode, tmp_path, task, reference_files):
     report = attack(tmp_path, task, reference_files, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)")
     assert item(report, "shape").status == "fail"
     write_job(tmp_path / "ws2", reference_files)

@@ -1,5 +1,6 @@
-"""The sandbox's modes: bubblewrap, the unshare fallback, and refusing to run unconfined."""
+"""The sandbox's modes: bubblewrap, namespaces (no bubblewrap), and refusing to run unconfined."""
 
+import os
 import secrets
 import shutil
 
@@ -33,22 +34,37 @@ def test_bwrap_hides_homes_and_the_data_dir():
     assert "hidden" in box.describe()
 
 
-def test_unshare_fallback_runs_and_says_what_is_missing(package):
-    box = Sandbox(prefer="unshare")
-    assert box.kind == "unshare" and "FALLBACK" in box.describe() and "NOT hidden" in box.describe()
+@pytest.mark.skipif(Sandbox(mode="namespaces").kind != "namespaces", reason="unshare cannot create namespaces here")
+def test_namespaces_mode_runs_a_job_without_bubblewrap(monkeypatch, package):
+    real_which = shutil.which
+    monkeypatch.setattr(shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
+    box = Sandbox()  # auto, with no bubblewrap on the PATH
+    assert box.kind == "namespaces" and box.describe().startswith("namespaces") and "hidden" in box.describe()
     (loaded,), end = run_once(box, package, request("job_sbx"))
     assert loaded["stage"] == "loaded" and len(loaded["tasks"]) == 50 and end["stage"] == "closed"
+    if os.geteuid() == 0:  # as root the host lets us write cgroups here
+        assert end["accounting"].startswith("cgroup")
+
+
+def test_modes_are_explicit(monkeypatch):
+    monkeypatch.setenv("TRAINERGYM_SANDBOX", "bogus")
+    with pytest.raises(ValueError, match="auto, bwrap, namespaces, none"):
+        Sandbox()
+    monkeypatch.setenv("TRAINERGYM_SANDBOX", "none")
+    monkeypatch.delenv("TRAINERGYM_ALLOW_UNCONFINED", raising=False)
+    assert Sandbox().kind == "unavailable" and "TRAINERGYM_ALLOW_UNCONFINED=1" in Sandbox().describe()
 
 
 def test_no_sandbox_refuses_unless_opted_in(monkeypatch, package):
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.delenv("TRAINERGYM_ALLOW_UNCONFINED", raising=False)
     box = Sandbox()
-    assert box.kind == "none"
-    with pytest.raises(RuntimeError, match="install bubblewrap"):
+    assert box.kind == "unavailable" and "bubblewrap is not installed" in box.describe()
+    with pytest.raises(RuntimeError, match="Install bubblewrap"):
         run_once(box, package, request("job_sbx"))
     monkeypatch.setenv("TRAINERGYM_ALLOW_UNCONFINED", "1")
-    box = Sandbox()
+    assert Sandbox().kind == "unavailable"  # the opt-in alone does not downgrade auto
+    box = Sandbox(mode="none")
     assert box.kind == "rlimits-only" and box.describe().startswith("UNCONFINED")
 
 

@@ -173,6 +173,10 @@ def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.
         adv("the right answer with a character put before it", f"Answer: {digit}{it.answer}")
         adv("several candidates on the answer line", f"{w} {it.answer} {_numbers_around(rng, it.answer, 2)}")
         adv("tool calls then a wrong answer", w, it.calls)
+        # What a trained model's rollouts look like (reasoning, every tool call, then the
+        # answer): a reward that is strict only on bare replies pays this one.
+        adv("a wrong answer after reasoning and every tool call",
+            f"<think>\n{_filler(rng, rng.randint(80, 400))}\n</think>\n\n{w}", it.calls)
         adv("an empty reply", "")
         adv("no reply at all", None)
     # Each trigger once, on a random item; and all of them together on another.

@@ -437,5 +437,44 @@ def list_families(as_json: bool = JSON) -> None:
     console.print(table)
 
 
+@app.command("doctor")
+def doctor(as_json: bool = JSON) -> None:
+    """What this host can confine agent code with: each sandbox mode, what it guarantees, which
+    one runs (TRAINERGYM_SANDBOX), how a sandbox's totals are held, the data directory's modes."""
+    import stat
+
+    from trainergym import hidden
+    from trainergym.cgroup import Cgroup
+    from trainergym.sandbox import Sandbox, requested_mode
+
+    try:
+        chosen = Sandbox(mode=requested_mode())
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    modes = [{"mode": m, "available": (box := Sandbox(mode=m)).kind != "unavailable", "guarantees": box.describe()}
+             for m in ("bwrap", "namespaces", "none")]
+    group = Cgroup.create(64 << 20, 8)
+    if group is not None:
+        group.remove()
+    data = hidden.data_dir()
+    files = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in [data, *sorted(data.iterdir())] if p.exists()} \
+        if data.is_dir() else {}
+    out = {"requested": chosen.requested, "runs": chosen.kind, "confinement": chosen.describe(), "modes": modes,
+           "accounting": group.describe() if group else "none: caps per process (and per uid when root)",
+           "data_dir": str(data), "data_dir_modes": files}
+    if as_json:
+        print(json.dumps(out))
+    else:
+        table = Table(title=f"sandbox modes (TRAINERGYM_SANDBOX={chosen.requested} runs: {chosen.kind})")
+        for col in ("mode", "available", "guarantees"):
+            table.add_column(col)
+        for row in modes:
+            table.add_row(row["mode"], "yes" if row["available"] else "no", row["guarantees"])
+        console.print(table)
+        console.print(f"per-sandbox totals: {out['accounting']}")
+        console.print(f"data directory {data}: " + ", ".join(f"{k} {v}" for k, v in files.items()))
+    raise typer.Exit(0 if chosen.kind != "unavailable" else 1)
+
+
 if __name__ == "__main__":
     app()

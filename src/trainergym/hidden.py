@@ -115,6 +115,11 @@ def _secret_file(name: str, nbytes: int) -> str:
                             f.write(Path(tmp).read_text())
             finally:
                 os.unlink(tmp)
+    try:
+        if path.stat().st_mode & 0o077:  # left readable by an older version or by hand: repair
+            os.chmod(path, 0o600)
+    except OSError:
+        pass
     value = path.read_text().strip()
     if not value:
         raise RuntimeError(f"{path} is empty; delete it and a new secret is created")
@@ -155,6 +160,18 @@ def _items(family_id: str, namespace: str, seed: str, n: int) -> tuple[Example, 
 def hidden_eval(family_id: str, n: int = HIDDEN_EVAL_SIZE) -> list[Example]:
     """The family's hidden eval (what pre/post scores are measured on)."""
     return list(_items(family_id, "hidden", secret_seed(), n))
+
+
+@functools.cache
+def _solved(family_id: str, seed: str) -> tuple[dict, ...]:
+    fam = get_family(family_id)
+    return tuple(fam.solve(ex.model_dump()) for ex in _items(family_id, "hidden", seed, HIDDEN_EVAL_SIZE))
+
+
+def solved_eval(family_id: str) -> list[dict]:
+    """The family solver's rollout (`calls`, `reply`) of each hidden-eval item: the shape of
+    what the eval asks, for the probe's coverage and the surrogate's rollout costs."""
+    return list(_solved(family_id, secret_seed()))
 
 
 def probe_items(family_id: str, n: int = 8) -> list[Example]:

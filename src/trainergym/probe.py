@@ -42,6 +42,7 @@ import json
 import os
 import queue
 import random
+import re
 import secrets
 import subprocess
 import threading
@@ -56,7 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from trainergym import adversary, gpu, hidden, leakage, stack
 from trainergym.job import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
                             render_rl_toml, write_manifest)
-from trainergym.sandbox import Limits, Sandbox, WarmWorker, WorkerError, run_once
+from trainergym.sandbox import Limits, Sandbox, WarmWorker, WorkerError, requested_mode, run_once
 from trainergym.tasks import TaskSpec, get_family
 
 MIN_TASKS = 32
@@ -70,6 +71,7 @@ MAX_PROMPT_CHARS = 16_000
 MAX_ANSWER_CHARS = 1000
 DEV_SHARE_WARN = 0.2
 DISTINCT_WARN = 0.5
+SHAPE_WARN = 0.8
 
 
 class ProbeItem(BaseModel):
@@ -164,6 +166,7 @@ class _Session:
         self.verified: list[int] = []
         self.readable = 0
         self.task_skills: list[set[str]] = []  # per verified task
+        self.task_shapes: dict[int, set[str]] = {}  # per verified task: `shape` of its solution
         self.leaks: list[int] = []
         self._rest: threading.Thread | None = None
         self.items: list[adversary.Item] = []
@@ -228,8 +231,16 @@ class _Session:
                 self.why[j] = "its prompt gives the answer away"
             else:
                 self.verified.append(j)
-                with contextlib.suppress(Exception):
-                    self.task_skills.append(set(self.fam.skills(rows[j])))
+        # A hint the family does not read, holding the answer under a fixed transform in most
+        # tasks (one more than it, its hex, reversed), teaches a shortcut the eval does not have.
+        self.shortcut, hinted = shortcut([self.loaded.tasks[j] for j in self.verified], [self.solved[j] for j in self.verified])
+        for k in sorted(hinted, reverse=True):
+            j = self.verified.pop(k)
+            self.why[j] = f"its prompt gives the answer away ({self.shortcut})"
+        for j in self.verified:
+            with contextlib.suppress(Exception):
+                self.task_skills.append(set(self.fam.skills(rows[j])))
+            self.task_shapes[j] = shape(self.solved[j])
         self._rest = threading.Thread(target=self._read_rest, daemon=True)
 
     def _solve(self, j: int) -> None:
@@ -305,6 +316,10 @@ def warm_worker() -> Iterator[WarmWorker]:
     global _started
     try:
         worker = _idle.get_nowait()
+        if worker.sandbox.requested != requested_mode():  # TRAINERGYM_SANDBOX changed: a worker of the new mode
+            worker.close()
+            worker = WarmWorker(Sandbox())
+            atexit.register(worker.close)
     except queue.Empty:
         with _pool_lock:
             grow = _started < POOL_SIZE
@@ -328,13 +343,15 @@ def _converse(session: _Session, package_dir: Path, module: str, timeout: float,
         if warm:
             with warm_worker() as worker:
                 sandbox = worker.sandbox
-                end = worker.run(package_dir, request, session.follow)
+                end = {**worker.run(package_dir, request, session.follow), "accounting": worker.accounting}
         else:
             sandbox = Sandbox(Limits(wall_seconds=timeout))
             _, end = run_once(sandbox, package_dir, request, session.follow)
-    except (WorkerError, RuntimeError) as e:
-        end, sandbox = {"stage": "crash", "error": str(e)}, Sandbox()
-    return end, sandbox.describe()
+    except (WorkerError, RuntimeError, ValueError) as e:
+        end, sandbox = {"stage": "crash", "error": str(e)}, None
+    confinement = sandbox.describe() if sandbox else "no sandbox ran"
+    accounting = end.pop("accounting", "")
+    return end, f"{confinement}; totals: {accounting}" if accounting else confinement
 
 
 # --- the checks ------------------------------------------------------------------------------
@@ -466,8 +483,11 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
                if hasattr(fam, "READ_FORM") else "write tasks in the family's own form, as the dev examples are")
 
     coverage, covered, missing = skill_coverage(task, s.task_skills)
-    m.update(skill_coverage=round(coverage, 4), skills_covered=covered)
+    shapes = shape_coverage(task, list(s.task_shapes.values()))
+    m.update(skill_coverage=round(coverage, 4), skills_covered=covered, shape_coverage=round(shapes, 4))
     notes = ([f"missing skills: {', '.join(missing)}"] if missing else []) + \
+            ([f"the tasks' solutions cover {shapes:.0%} of the eval's (which tool follows which, and how many calls)"]
+             if shapes < SHAPE_WARN else []) + \
             ([f"only {len(set(prompts))} distinct prompts in {n} tasks"] if len(set(prompts)) < DISTINCT_WARN * n else []) + \
             ([f"{dev_share:.0%} of the tasks are the task's dev examples"] if dev_share > DEV_SHARE_WARN else [])
     report.add("coverage", "warn" if notes else "pass",
@@ -488,6 +508,79 @@ def skill_coverage(task: TaskSpec, task_skills: list[set[str]]) -> tuple[float, 
     reach = {t: min(1.0, in_data[t] / in_eval[t]) if in_eval[t] else 1.0 for t in fam.SKILL_TAGS}
     share = sum(min((reach.get(t, 0.0) for t in ex.skills), default=1.0) for ex in evals) / max(1, len(evals))
     return share, [t for t in fam.SKILL_TAGS if in_data[t]], [t for t in fam.SKILL_TAGS if not in_data[t]]
+
+
+def shape(solved: dict) -> set[str]:
+    """The shape of a solution, operands and wording aside: which tool follows which (from the
+    start to the answer) and how many calls it takes. What a policy must learn to do."""
+    names = ["^", *(c["tool"] for c in solved["calls"]), "$"]
+    return {f"{a}>{b}" for a, b in zip(names, names[1:])} | {f"calls={len(solved['calls'])}"}
+
+
+def shape_coverage(task: TaskSpec, task_shapes: list[set[str]]) -> float:
+    """How much of the eval's solution shapes the verified tasks exercise, by share as skills
+    are: each feature counts as far as its share of the tasks reaches its share of the eval
+    items, an eval item as far as its features on average. One template varied only in its
+    numbers covers the few steps it takes, not the eval."""
+    evals = [shape(solved) for solved in hidden.solved_eval(task.family)]
+    n = max(1, len(task_shapes))
+    features = set().union(*evals)
+    in_data = Counter(f for sh in task_shapes for f in sh & features)
+    in_eval = Counter(f for sh in evals for f in sh)
+    reach = {f: min(1.0, in_data[f] / n / (in_eval[f] / len(evals))) for f in features}
+    return sum(sum(reach[f] for f in sh) / len(sh) for sh in evals) / max(1, len(evals))
+
+
+_NUMBER = re.compile(r"(?<![\w.])-?(?:0x[0-9a-f]+|0o[0-7]+|0b[01]+|\d[\d,_]*)(?![\w.])", re.IGNORECASE)
+
+
+def _hints(t: TaskRow, solved: dict) -> set[str]:
+    """The transforms of the answer found in the prompt's words the family does not read."""
+    read = {str(v).strip() for c in solved["calls"] for v in c["arguments"].values()}
+    words = [w for w in re.findall(r"[\w.,+-]+", f"{t.prompt} {t.system_prompt}") if w.strip(".,") not in read]
+    answer, found = t.answer.strip(), set()
+    try:
+        a = int(answer)
+    except ValueError:
+        a = None
+    for w in words:
+        w = w.strip(".,")
+        if a is not None and _NUMBER.fullmatch(w):
+            try:
+                u = int(w.replace(",", "").replace("_", ""), 0) if w.lstrip("-")[:2].lower() in ("0x", "0o", "0b") \
+                    else int(w.replace(",", "").replace("_", ""))
+            except ValueError:
+                continue
+            if u != a and abs(u - a) <= 10:
+                found.add("a number within 10 of the answer")
+            elif u != a and abs(u - a) <= 1000:
+                found.add(f"the answer {u - a:+d}")
+            if a not in (0, 1, -1) and u != a and u % a == 0 and abs(u // a) <= 1000:
+                found.add(f"the answer times {u // a}")
+            if u == a and not w.lstrip("-").isdigit():
+                found.add("the answer in another base")
+            if len(str(abs(a))) >= 3 and str(abs(u)) == str(abs(a))[::-1] and u != a:
+                found.add("the answer's digits reversed")
+        elif a is None and len(answer) >= 3 and w != answer:
+            if w == answer[::-1]:
+                found.add("the answer reversed")
+            elif w.lower() == answer.lower():
+                found.add("the answer in another case")
+    return found
+
+
+def shortcut(tasks: list[TaskRow], solved: list[dict]) -> tuple[str, list[int]]:
+    """A transform of the answer present in the unread words of at least half the tasks (and 20
+    or more): (what it is, the indices of the tasks holding it), or ("", [])."""
+    found = [_hints(t, sv) for t, sv in zip(tasks, solved)]
+    counts = Counter(h for f in found for h in f)
+    if not counts:
+        return "", []
+    hint, k = counts.most_common(1)[0]
+    if k < max(20, len(tasks) / 2):
+        return "", []
+    return f"{hint} appears in words the family does not read, in {k} of {len(tasks)} tasks", \
+        [i for i, f in enumerate(found) if hint in f]
 
 
 def gives_away(t: TaskRow, solved: dict) -> bool:
@@ -707,5 +800,5 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
 
 
 def code_masks_hold(confinement: str) -> bool:
-    """Masks need bubblewrap's mount namespace."""
-    return confinement.startswith("bubblewrap")
+    """Masks need a mount namespace of the sandbox's own."""
+    return confinement.startswith(("bubblewrap", "namespaces"))

@@ -1,15 +1,19 @@
 """Confinement for agent-written code, and a warm pool of confined workers.
 
-Agent code never runs in the library's process. It runs in a child confined by bubblewrap:
-its own network namespace (no network), PID, IPC and UTS namespaces, a read-only view of the
-system with every home directory and the trainergym data directory (the hidden-eval secret)
-hidden behind empty tmpfs mounts, a private size-capped /tmp holding its copy of the job, a
-scrubbed environment, and, when we are root, an unprivileged uid (65534) with no capabilities.
-Around it: wall-clock, CPU, memory, process-count, open-file and file-size limits.
+Agent code never runs in the library's process. It runs in a child with its own network
+namespace (no network), PID, IPC, UTS and mount namespaces: a read-only view of the system
+with every home directory, the trainergym data directory (the hidden-eval secret) and the
+library's own source hidden behind empty tmpfs mounts, a private size-capped /tmp holding its
+copy of the job, a scrubbed environment, no capabilities and, when we are root, a uid of its
+own from a private range. Around it: a cgroup of its own for memory and process totals where
+the host lets us write one (`cgroup.py`), plus wall-clock, CPU, per-process memory,
+open-file and file-size limits. When it ends, every process it started dies with it.
 
-Where bwrap cannot run, the fallback is resource limits plus `unshare -n` (no network), and
-`Sandbox.describe()` says what is missing. With neither, nothing runs unless the user opted in
-(`TRAINERGYM_ALLOW_UNCONFINED=1`), and then the report says so.
+Modes (`TRAINERGYM_SANDBOX`): `bwrap` (bubblewrap builds the namespaces), `namespaces`
+(util-linux `unshare` builds them and `confine.py` the mounts: for hosts without
+bubblewrap), `auto` (the first that works; the default) and `none` (rlimits only, refused
+unless `TRAINERGYM_ALLOW_UNCONFINED=1`). `Sandbox.describe()` says which mode ran and what it
+guarantees; `trainergym doctor` lists them all.
 
 `WarmWorker` keeps one confined worker alive with verifiers imported; it forks a fresh child
 per job, so a probe does not pay the import (docs/design.md, "The probe").
@@ -19,8 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-import site
+import random
 import re
+import site
 import select
 import shutil
 import signal
@@ -32,9 +37,17 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from trainergym.cgroup import Cgroup
+
 CHILD = Path(__file__).with_name("probe_child.py")
+CONFINE = Path(__file__).with_name("confine.py")
+SCRIPT = "main.py"  # the child's name in the spool: nothing in it says "probe" to agent code
 ANSWER, END = "A ", "E "  # the worker's marks on a relayed answer and on its end line (probe_child.py)
-SANDBOX_UID = 65534  # nobody
+MODES = ("auto", "bwrap", "namespaces", "none")
+# As root, each sandbox runs as a uid of its own drawn from this range, which owns no file and
+# shares no per-uid limit with any other sandbox (a collision between two live sandboxes of
+# the host is a 1-in-a-million event per pair).
+UID_RANGE = range(1_800_000_000, 1_801_000_000)
 _SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|TRAINERGYM", re.IGNORECASE)
 _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
@@ -44,9 +57,10 @@ class Limits:
     wall_seconds: float = 90.0
     cpu_seconds: int = 120
     memory_bytes: int = 4 << 30  # address space per process
+    memory_total_bytes: int = 4 << 30  # all its processes together (cgroup)
     file_bytes: int = 64 << 20  # largest file it may write
     tmp_bytes: int = 256 << 20  # its whole writable /tmp
-    processes: int = 256  # per sandbox uid (threads count too)
+    processes: int = 256  # all its processes and threads together (cgroup, else its own uid)
     open_files: int = 256
 
 
@@ -99,69 +113,90 @@ def code_masks() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     return tuple(sorted(outer)), tuple(sorted(public))
 
 
-class Sandbox:
-    """Builds the command line that confines one child process."""
+def requested_mode() -> str:
+    """The mode `TRAINERGYM_SANDBOX` asks for (auto when unset)."""
+    mode = os.environ.get("TRAINERGYM_SANDBOX", "auto").strip().lower() or "auto"
+    if mode not in MODES:
+        raise ValueError(f"TRAINERGYM_SANDBOX={mode!r} is not a sandbox mode: use one of {', '.join(MODES)}")
+    return mode
 
-    def __init__(self, limits: Limits = Limits(), data_dir: Path | None = None, prefer: str = "auto"):
+
+_NAMESPACES = ["--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child"]
+
+
+def _unshare() -> list[str] | None:
+    """The `unshare` command line of the namespaces mode, if the kernel lets us use it."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None
+    cmd = [unshare, *_NAMESPACES, *([] if os.geteuid() == 0 else ["--user", "--map-root-user"])]
+    return cmd if _works(*cmd) else None
+
+
+class Sandbox:
+    """Builds the command line that confines one child process, in one mode."""
+
+    def __init__(self, limits: Limits = Limits(), data_dir: Path | None = None, mode: str | None = None):
         from trainergym.hidden import data_dir as default_data_dir
 
         self.limits = limits
         self.data_dir = Path(data_dir or default_data_dir()).resolve()
-        self.kind = self._choose(prefer)
+        self.requested = mode or requested_mode()
+        self.kind, self.why_not = self._choose(self.requested)
+        # As root: a uid of its own (so no per-uid limit is shared); not root: our own uid,
+        # mapped to root of a user namespace whose capabilities are dropped before agent code runs.
+        self.uid = random.choice(UID_RANGE) if os.geteuid() == 0 else None
 
-    def _choose(self, prefer: str) -> str:
-        bwrap = shutil.which("bwrap")
-        if prefer in ("auto", "bwrap") and bwrap and _works(bwrap, "--ro-bind", "/", "/", "--unshare-all", "--dev", "/dev",
-                                                            *self._user_args(), "--"):
-            return "bwrap"
-        unshare = shutil.which("unshare")
-        if prefer in ("auto", "unshare") and unshare:
-            for flags in ("-n", "-rn"):  # -r: a user namespace, for users who are not root
-                if _works(unshare, flags):
-                    self._unshare = [unshare, flags]
-                    return "unshare"
-        if os.environ.get("TRAINERGYM_ALLOW_UNCONFINED") == "1":
-            return "rlimits-only"
-        return "none"
+    def _choose(self, mode: str) -> tuple[str, str]:
+        """(kind, why a requested mode is unavailable)."""
+        reasons = []
+        if mode in ("auto", "bwrap"):
+            bwrap = shutil.which("bwrap")
+            if bwrap and _works(bwrap, "--ro-bind", "/", "/", "--unshare-all", "--dev", "/dev", *self._user_args(), "--"):
+                return "bwrap", ""
+            reasons.append("bubblewrap is " + ("not installed" if bwrap is None else "installed but cannot create namespaces here"))
+        if mode in ("auto", "namespaces"):
+            if _unshare():
+                return "namespaces", ""
+            reasons.append("util-linux `unshare` cannot create " + ("user and " if os.geteuid() else "") +
+                           "mount, network and PID namespaces here")
+        if mode == "none":
+            if os.environ.get("TRAINERGYM_ALLOW_UNCONFINED") == "1":
+                return "rlimits-only", ""
+            reasons.append("TRAINERGYM_SANDBOX=none runs agent code unconfined and needs TRAINERGYM_ALLOW_UNCONFINED=1")
+        return "unavailable", "; ".join(reasons)
 
-    def _user_args(self) -> list[str]:
+    @staticmethod
+    def _user_args() -> list[str]:
         return [] if os.geteuid() == 0 else ["--unshare-user"]
 
     def describe(self) -> str:
+        """Which mode runs and what it guarantees (or why nothing can run)."""
+        who = f"its own uid {self.uid}" if self.uid is not None else "no capabilities (user namespace)"
+        confined = ("no network, own PID/IPC/UTS/mount namespaces, read-only system, homes, the data directory "
+                    f"and the library's source hidden, private /tmp, scrubbed environment, {who}; every process "
+                    "killed at the end")
         return {
-            "bwrap": "bubblewrap: no network, own PID/IPC/UTS namespaces, read-only system, homes and the data "
-                     "directory hidden, private /tmp, scrubbed environment" +
-                     (", unprivileged uid" if os.geteuid() == 0 else "") + "; rlimits: wall, CPU, memory, processes, files",
-            "unshare": "FALLBACK (bwrap unavailable): unshare -n (no network), scrubbed environment, rlimits; the "
-                       "filesystem, including the data directory, is NOT hidden from agent code" +
-                       ("; no process-count limit (running as root)" if os.geteuid() == 0 else ""),
-            "rlimits-only": "UNCONFINED (TRAINERGYM_ALLOW_UNCONFINED=1): rlimits and a scrubbed environment only; "
-                            "agent code can reach the network and the filesystem",
-            "none": "no sandbox available",
+            "bwrap": f"bubblewrap: {confined}",
+            "namespaces": f"namespaces (unshare + confine.py, no bubblewrap): {confined}",
+            "rlimits-only": "UNCONFINED (TRAINERGYM_SANDBOX=none, TRAINERGYM_ALLOW_UNCONFINED=1): rlimits and a scrubbed "
+                            "environment only; agent code can reach the network and the filesystem",
+            "unavailable": f"no sandbox for TRAINERGYM_SANDBOX={self.requested}: {self.why_not}",
         }[self.kind]
 
     def env(self, home: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV and not _SECRET_ENV.search(k)}
-        env.update(HOME=home, TMPDIR="/tmp" if self.kind == "bwrap" else home, PYTHONDONTWRITEBYTECODE="1",
-                   PYTHONNOUSERSITE="1", NO_PROXY="*", HF_HUB_OFFLINE="1")
+        env.update(HOME=home, TMPDIR="/tmp" if self.kind in ("bwrap", "namespaces") else home,
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", NO_PROXY="*", HF_HUB_OFFLINE="1")
         return env
 
-    def command(self, argv: list[str], spool: Path) -> list[str]:
-        """`argv` confined, with `spool` (the host directory holding job copies) visible
-        read-only at /tmp/spool (bwrap) or at its own path (fallbacks)."""
-        if self.kind == "none":
-            raise RuntimeError("no sandbox is available: install bubblewrap (Debian package `bubblewrap`) or util-linux "
-                               "`unshare`; or set TRAINERGYM_ALLOW_UNCONFINED=1 to run agent code with rlimits only")
-        if self.kind == "unshare":
-            return [*self._unshare, *argv]
-        if self.kind == "rlimits-only":
-            return list(argv)
+    def mounts(self, spool: Path) -> list[tuple]:
+        """The mount steps, in order: ("tmpfs", path, mode, size) hides a directory behind an
+        empty (or, for /tmp, writable) tmpfs; ("bind", source, target) shows a path read-only."""
+        steps: list[tuple] = []
         hidden = _hidden_dirs(self.data_dir)
-        cmd = [shutil.which("bwrap"), "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
-               "--unshare-ipc", "--unshare-uts", *self._user_args(), "--ro-bind", "/", "/"]
-        for path in hidden:
-            cmd += ["--tmpfs", str(path)]
-        cmd += ["--perms", "1777", "--size", str(self.limits.tmp_bytes), "--tmpfs", "/tmp"]
+        steps += [("tmpfs", str(path), "0755", 1 << 20) for path in hidden]
+        steps.append(("tmpfs", "/tmp", "1777", self.limits.tmp_bytes))
         # Mask the library's and the families' code; then re-expose, read-only, what the child
         # needs from under the masked directories (a checkout and its venv may well live in a
         # home directory, in /tmp, or in each other); then the families' public modules.
@@ -169,40 +204,71 @@ class Sandbox:
         needed = _needed_under([*hidden, Path("/tmp"), *code])
         first = [c for c in code if not any(c.is_relative_to(n) for n in needed)]
         later = [c for c in code if c not in first]  # installed inside the venv: masked after it
-        for path in first:
-            cmd += ["--tmpfs", str(path)]
-        masked, made = [*hidden, Path("/tmp"), *first], set()
+        steps += [("tmpfs", str(path), "0755", 1 << 20) for path in first]
+        masked = [*hidden, Path("/tmp"), *first]
 
         def expose(path: Path, roots: list[Path]) -> None:
-            inside = [m for m in roots if path.is_relative_to(m)]
-            if not inside:
-                return
-            root = max(inside, key=lambda m: len(m.parts))
-            for ancestor in reversed(path.parents):  # bwrap would create them 0700: unreadable for the uid
-                if ancestor.is_relative_to(root) and ancestor != root and ancestor not in made:
-                    made.add(ancestor)
-                    cmd.extend(["--perms", "0755", "--dir", str(ancestor)])
-            cmd.extend(["--ro-bind", str(path), str(path)])
+            if any(path.is_relative_to(m) for m in roots):
+                steps.append(("bind", str(path), str(path)))
 
         for path in needed:
             expose(path, masked)
-        for path in later:
-            cmd += ["--tmpfs", str(path)]
+        steps += [("tmpfs", str(path), "0755", 1 << 20) for path in later]
         for path in public:
             expose(path, [*masked, *later])
         if self.data_dir.is_dir():  # also when it lies inside a path re-exposed above
-            cmd += ["--tmpfs", str(self.data_dir)]
-        cmd += ["--ro-bind", str(spool), "/tmp/spool", "--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
-        if os.geteuid() == 0:  # drop to an unprivileged uid inside: process limits apply, no capabilities
+            steps.append(("tmpfs", str(self.data_dir), "0755", 1 << 20))
+        steps.append(("bind", str(spool), "/tmp/spool"))
+        return steps
+
+    def command(self, argv: list[str], spool: Path, cgroup: Cgroup | None = None) -> list[str]:
+        """`argv` confined, with `spool` (the host directory holding job copies) visible
+        read-only at /tmp/spool (the unconfined mode: at its own path). The first process joins
+        `cgroup` before agent code runs."""
+        if self.kind == "unavailable":
+            raise RuntimeError(f"{self.describe()}. Install bubblewrap (Debian package `bubblewrap`), or allow "
+                               "unprivileged user namespaces; `trainergym doctor` shows what this host supports")
+        if self.kind == "rlimits-only":
+            return list(argv)
+        steps = self.mounts(spool)
+        # Join the sandbox's cgroup first, from the host's view (inside, /sys is read-only): a
+        # shell that writes its own pid and execs the confining command, whose every descendant
+        # then stays in the cgroup.
+        join = ["/bin/sh", "-c", 'for f; do [ "$f" = -- ] && break; echo $$ > "$f"; done; while [ "$1" != -- ]; do shift; '
+                'done; shift; exec "$@"', "sh", *(cgroup.procs_files if cgroup else []), "--"]
+        if self.kind == "namespaces":
+            plan = {"steps": [*steps, ("tmpfs", "/dev/shm", "1777", 16 << 20)], "writable": ["/tmp", "/dev/shm"],
+                    "chdir": "/tmp", "uid": self.uid}
+            return [*join, *_unshare(), sys.executable, "-I", str(CONFINE), json.dumps(plan), "--", *argv]
+        cmd = [*join, shutil.which("bwrap"), "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
+               "--unshare-ipc", "--unshare-uts", *self._user_args(), "--ro-bind", "/", "/"]
+        made: set[Path] = set()
+        roots: list[Path] = []  # the tmpfs mounts so far: directories below them must be made
+        for kind, path, *rest in steps:
+            if kind == "tmpfs":
+                cmd += ["--perms", rest[0], *(["--size", str(rest[1])] if path == "/tmp" else []), "--tmpfs", path]
+                roots.append(Path(path))
+                continue
+            target = Path(rest[0])
+            inside = [m for m in roots if target.is_relative_to(m)]
+            root = max(inside, key=lambda m: len(m.parts)) if inside else None
+            for ancestor in reversed(target.parents):  # bwrap would create them 0700: unreadable for the uid
+                if root and ancestor.is_relative_to(root) and ancestor != root and ancestor not in made:
+                    made.add(ancestor)
+                    cmd += ["--perms", "0755", "--dir", str(ancestor)]
+            cmd += ["--ro-bind", path, str(target)]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+        if self.uid is not None:  # drop to the sandbox's own uid inside: no capabilities
             cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", shutil.which("setpriv"),
-                    f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all"]
+                    f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--inh-caps=-all",
+                    "--bounding-set=-all", "--no-new-privs"]
         else:
             cmd += ["--"]
         return cmd + list(argv)
 
     def spool_path(self, spool: Path) -> str:
         """Where the child sees `spool`."""
-        return "/tmp/spool" if self.kind == "bwrap" else str(spool)
+        return "/tmp/spool" if self.kind in ("bwrap", "namespaces") else str(spool)
 
 
 class WorkerError(RuntimeError):
@@ -220,20 +286,25 @@ class WarmWorker:
         self._spool = Path(tempfile.mkdtemp(prefix="tg-spool-"))
         os.chmod(self._spool, 0o755)
         self._proc: subprocess.Popen | None = None
+        self._cgroup: Cgroup | None = None
         self._lock = threading.Lock()
 
     def _start(self) -> subprocess.Popen:
-        limits = {**self.sandbox.limits.__dict__, "pid_namespace": self.sandbox.kind == "bwrap"}
+        confined = self.sandbox.kind in ("bwrap", "namespaces")
+        limits = {**self.sandbox.limits.__dict__, "pid_namespace": confined}
+        if confined and self._cgroup is None:  # None where the host gives us no cgroup to write
+            self._cgroup = Cgroup.create(self.sandbox.limits.memory_total_bytes, self.sandbox.limits.processes)
         # The child script runs from the spool: the library's own source stays masked.
-        shutil.copy(CHILD, self._spool / CHILD.name)
-        os.chmod(self._spool / CHILD.name, 0o644)
-        argv = [sys.executable, "-I", f"{self.sandbox.spool_path(self._spool)}/{CHILD.name}", "--serve", json.dumps(limits)]
-        proc = subprocess.Popen(self.sandbox.command(argv, self._spool), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        shutil.copy(CHILD, self._spool / SCRIPT)
+        os.chmod(self._spool / SCRIPT, 0o644)
+        argv = [sys.executable, "-I", f"{self.sandbox.spool_path(self._spool)}/{SCRIPT}", "--serve", json.dumps(limits)]
+        proc = subprocess.Popen(self.sandbox.command(argv, self._spool, self._cgroup), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True, env=self.sandbox.env("/tmp"), cwd=self._spool,
                                 start_new_session=True)
         line = self._readline(proc, 120.0)
+        (self._spool / SCRIPT).unlink(missing_ok=True)  # loaded: agent code need not find the probe's script
         if line.strip() != "ready":
-            _kill(proc)
+            self._end(proc)
             raise WorkerError(f"the confined worker failed to start: {line[:300]!r}")
         return proc
 
@@ -279,7 +350,7 @@ class WarmWorker:
                             self._send(nxt if nxt is not None else {"op": "done"})
                     except (BrokenPipeError, OSError, ValueError):
                         pass
-                    _kill(self._proc)  # dead, hung or garbled: replace it; retry once if nothing was said
+                    self._end(self._proc)  # dead, hung or garbled: replace it; retry once if nothing was said
                     self._proc = None
                     if answered:
                         break
@@ -291,9 +362,27 @@ class WarmWorker:
         self._proc.stdin.write(json.dumps(message) + "\n")
         self._proc.stdin.flush()
 
+    @property
+    def accounting(self) -> str:
+        """How the sandbox's totals are held: its own cgroup, else its own uid's rlimits."""
+        if self._cgroup is not None:
+            return (f"{self._cgroup.describe()}: {self.sandbox.limits.memory_total_bytes >> 20} MiB and "
+                    f"{self.sandbox.limits.processes} processes for all its processes together")
+        if self.sandbox.uid is not None:
+            return (f"no writable cgroup: {self.sandbox.limits.processes} processes for its own uid, memory capped per "
+                    "process only")
+        return "no writable cgroup and no uid of its own: process and memory caps per process only"
+
+    def _end(self, proc: subprocess.Popen) -> None:
+        """Kill the worker and every process of its sandbox (daemons included)."""
+        _kill(proc)
+        if self._cgroup is not None:
+            self._cgroup.remove()
+            self._cgroup = None
+
     def close(self) -> None:
         if self._proc is not None:
-            _kill(self._proc)
+            self._end(self._proc)
             self._proc = None
         shutil.rmtree(self._spool, ignore_errors=True)
 
@@ -319,6 +408,7 @@ def run_once(sandbox: Sandbox, package_dir: Path, request: dict, follow=None) ->
         return follow(answer) if follow else None
 
     try:
-        return answers, worker.run(package_dir, request, keep)
+        end = worker.run(package_dir, request, keep)
+        return answers, {**end, "accounting": worker.accounting}
     finally:
         worker.close()

@@ -38,6 +38,7 @@ STEPS_SCALE = 8.0  # optimizer steps at full learning rate for 63% of the attain
 NOISE_ROLLOUTS = 256.0  # useful rollouts per step at which gradient noise halves a step's progress
 GROUP_CORRELATION = 0.1  # how much two rollouts of one prompt tell the same thing
 SUCCESS_CONCENTRATION = 2.0  # per-prompt success ~ Beta(mean = pre, a + b = 2 at temperature 1)
+MARGIN_SCALE = 0.5  # reward margin (correct minus the best-paid wrong reply) at which the signal is whole
 DISTINCT_SCALE = 500  # distinct verified prompts below which the data itself limits learning
 SETUP_SECONDS = 420.0  # install + model load before step 1
 STEP_OVERHEAD_SECONDS = 6.0  # weight broadcast, orchestration
@@ -79,8 +80,7 @@ def solver_traces(family: str) -> tuple[SolverTrace, ...]:
     fam = get_family(family)
     schema = _tokens(json.dumps(fam.EVAL_TOOLS)) + 60  # tool schemas + a system prompt
     traces = []
-    for ex in hidden.hidden_eval(family):
-        solved = fam.solve(ex.model_dump())
+    for ex, solved in zip(hidden.hidden_eval(family), hidden.solved_eval(family)):
         turns = [THINK_TOKENS + _tokens(json.dumps({"name": c["tool"], "arguments": c["arguments"]})) for c in solved["calls"]]
         traces.append(SolverTrace(prompt=schema + _tokens(ex.prompt),
                                   turns=(*turns, THINK_TOKENS + _tokens(solved["reply"])),
@@ -173,12 +173,15 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
 
     # Only what the probe measured itself (never what the job's own functions report):
     # the reward's separation on fresh and own items, the share of data the family verified,
-    # skill coverage and distinct prompts among verified tasks, tool parity by behaviour.
-    signal = m.get("reward_separation", 0.0) * (1.0 if m.get("noop_ok") else 0.0)
+    # skill and solution-shape coverage and distinct prompts among verified tasks, tool parity.
+    # A correct answer paid barely more than a wrong one moves the policy barely towards it.
+    margin = min(1.0, max(0.0, m.get("reward_margin", 0.0)) / MARGIN_SCALE)
+    signal = m.get("reward_separation", 0.0) * margin * (1.0 if m.get("noop_ok") else 0.0)
     if m.get("reward_exploits", 0) or m.get("leakage", True):
         signal = 0.0  # (such jobs do not validate; a bundle that skipped the probe earns nothing)
     verified = m.get("verified_share", 0.0)
-    coverage = (0.3 + 0.7 * m.get("skill_coverage", 0.0)) * min(1.0, m.get("distinct_verified_prompts", 0) / DISTINCT_SCALE) ** 0.5
+    covered = m.get("skill_coverage", 0.0) * m.get("shape_coverage", 0.0)  # what the eval asks, and how it is solved
+    coverage = (0.3 + 0.7 * covered) * min(1.0, m.get("distinct_verified_prompts", 0) / DISTINCT_SCALE) ** 0.5
     parity = m.get("tool_parity", 0.0)
     training, training_parts = training_factor(p, model, pre, steps_done)
     gain = CAPACITY[model] * (1 - pre) * signal * verified * coverage * parity * reach * training
