@@ -10,7 +10,7 @@ from trainergym.job import build_bundle, parse_job
 
 GOOD = {"n_tasks": 2000, "distinct_prompts": 2000, "distinct_verified_prompts": 2000, "reward_separation": 1.0,
         "noop_ok": True, "reward_exploits": 0, "leakage": False, "verified_share": 1.0, "skill_coverage": 1.0,
-        "tool_parity": 1.0, "reward_margin": 1.0, "shape_coverage": 1.0}
+        "tool_parity": 1.0, "reward_margin": 1.0, "shape_coverage": 1.0, "mistake_coverage": 1.0}
 
 
 @pytest.fixture

@@ -37,12 +37,12 @@ from __future__ import annotations
 import ast
 import atexit
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import queue
 import random
-import re
 import secrets
 import subprocess
 import threading
@@ -54,7 +54,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trainergym import adversary, gpu, hidden, leakage, stack
+from trainergym import adversary, giveaway, gpu, hidden, leakage, stack
 from trainergym.job import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
                             render_rl_toml, write_manifest)
 from trainergym.sandbox import Limits, Sandbox, WarmWorker, WorkerError, requested_mode, run_once
@@ -167,6 +167,7 @@ class _Session:
         self.readable = 0
         self.task_skills: list[set[str]] = []  # per verified task
         self.task_shapes: dict[int, set[str]] = {}  # per verified task: `shape` of its solution
+        self.task_mistakes: dict[int, set[str]] = {}  # per verified task: the mistakes that get it wrong
         self.leaks: list[int] = []
         self._rest: threading.Thread | None = None
         self.items: list[adversary.Item] = []
@@ -227,13 +228,13 @@ class _Session:
                 ok = False
             if not ok:
                 self.why[j] = f"the family's solver answers {self.solved[j]['reply']!r}, the task says {rows[j]['answer']!r}"
-            elif gives_away(self.loaded.tasks[j], self.solved[j]):
+            elif giveaway.gives_away(self.loaded.tasks[j], self.solved[j]):
                 self.why[j] = "its prompt gives the answer away"
             else:
                 self.verified.append(j)
         # A hint the family does not read, holding the answer under a fixed transform in most
         # tasks (one more than it, its hex, reversed), teaches a shortcut the eval does not have.
-        self.shortcut, hinted = shortcut([self.loaded.tasks[j] for j in self.verified], [self.solved[j] for j in self.verified])
+        self.shortcut, hinted = giveaway.shortcut([self.loaded.tasks[j] for j in self.verified], [self.solved[j] for j in self.verified])
         for k in sorted(hinted, reverse=True):
             j = self.verified.pop(k)
             self.why[j] = f"its prompt gives the answer away ({self.shortcut})"
@@ -241,6 +242,7 @@ class _Session:
             with contextlib.suppress(Exception):
                 self.task_skills.append(set(self.fam.skills(rows[j])))
             self.task_shapes[j] = shape(self.solved[j])
+            self.task_mistakes[j] = mistakes(self.fam, rows[j])
         self._rest = threading.Thread(target=self._read_rest, daemon=True)
 
     def _solve(self, j: int) -> None:
@@ -484,10 +486,14 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
 
     coverage, covered, missing = skill_coverage(task, s.task_skills)
     shapes = shape_coverage(task, list(s.task_shapes.values()))
-    m.update(skill_coverage=round(coverage, 4), skills_covered=covered, shape_coverage=round(shapes, 4))
+    punished = mistake_coverage(task, list(s.task_mistakes.values()))
+    m.update(skill_coverage=round(coverage, 4), skills_covered=covered, shape_coverage=round(shapes, 4),
+             mistake_coverage=round(punished, 4))
     notes = ([f"missing skills: {', '.join(missing)}"] if missing else []) + \
             ([f"the tasks' solutions cover {shapes:.0%} of the eval's (which tool follows which, and how many calls)"]
              if shapes < SHAPE_WARN else []) + \
+            ([f"the tasks punish {punished:.0%} of the eval's classic mistakes (a mistake that still gets a task right "
+              "teaches nothing)"] if punished < SHAPE_WARN else []) + \
             ([f"only {len(set(prompts))} distinct prompts in {n} tasks"] if len(set(prompts)) < DISTINCT_WARN * n else []) + \
             ([f"{dev_share:.0%} of the tasks are the task's dev examples"] if dev_share > DEV_SHARE_WARN else [])
     report.add("coverage", "warn" if notes else "pass",
@@ -517,92 +523,43 @@ def shape(solved: dict) -> set[str]:
     return {f"{a}>{b}" for a, b in zip(names, names[1:])} | {f"calls={len(solved['calls'])}"}
 
 
+def by_share(data: list[set[str]], evals: list[set[str]]) -> float:
+    """How far tasks with features `data` cover eval items with features `evals`, by share:
+    each feature counts as far as its share of the tasks reaches its share of the eval items,
+    an eval item as far as its features on average (an item with none counts as covered)."""
+    n = max(1, len(data))
+    in_data = Counter(f for d in data for f in d)
+    in_eval = Counter(f for e in evals for f in e)
+    reach = {f: min(1.0, in_data[f] / n / (k / len(evals))) for f, k in in_eval.items()}
+    return sum(sum(reach[f] for f in e) / len(e) if e else 1.0 for e in evals) / max(1, len(evals))
+
+
 def shape_coverage(task: TaskSpec, task_shapes: list[set[str]]) -> float:
-    """How much of the eval's solution shapes the verified tasks exercise, by share as skills
-    are: each feature counts as far as its share of the tasks reaches its share of the eval
-    items, an eval item as far as its features on average. One template varied only in its
-    numbers covers the few steps it takes, not the eval."""
-    evals = [shape(solved) for solved in hidden.solved_eval(task.family)]
-    n = max(1, len(task_shapes))
-    features = set().union(*evals)
-    in_data = Counter(f for sh in task_shapes for f in sh & features)
-    in_eval = Counter(f for sh in evals for f in sh)
-    reach = {f: min(1.0, in_data[f] / n / (in_eval[f] / len(evals))) for f in features}
-    return sum(sum(reach[f] for f in sh) / len(sh) for sh in evals) / max(1, len(evals))
+    """How much of the eval's solution shapes the verified tasks exercise: one template varied
+    only in its numbers covers the few steps it takes, not the eval."""
+    return by_share(task_shapes, [shape(solved) for solved in hidden.solved_eval(task.family)])
 
 
-_NUMBER = re.compile(r"(?<![\w.])-?(?:0x[0-9a-f]+|0o[0-7]+|0b[01]+|\d[\d,_]*)(?![\w.])", re.IGNORECASE)
-
-
-def _hints(t: TaskRow, solved: dict) -> set[str]:
-    """The transforms of the answer found in the prompt's words the family does not read."""
-    read = {str(v).strip() for c in solved["calls"] for v in c["arguments"].values()}
-    words = [w for w in re.findall(r"[\w.,+-]+", f"{t.prompt} {t.system_prompt}") if w.strip(".,") not in read]
-    answer, found = t.answer.strip(), set()
+def mistakes(fam, row: dict) -> set[str]:
+    """The classic mistakes (the family's distractors: a skipped step, the start person's
+    attribute, the rule after the match, ...) that get this task wrong. A task that a mistake
+    still answers right does not teach to avoid it: a world where every lookup gives the answer,
+    rules that all name one team, steps that do nothing."""
     try:
-        a = int(answer)
-    except ValueError:
-        a = None
-    for w in words:
-        w = w.strip(".,")
-        if a is not None and _NUMBER.fullmatch(w):
-            try:
-                u = int(w.replace(",", "").replace("_", ""), 0) if w.lstrip("-")[:2].lower() in ("0x", "0o", "0b") \
-                    else int(w.replace(",", "").replace("_", ""))
-            except ValueError:
-                continue
-            if u != a and abs(u - a) <= 10:
-                found.add("a number within 10 of the answer")
-            elif u != a and abs(u - a) <= 1000:
-                found.add(f"the answer {u - a:+d}")
-            if a not in (0, 1, -1) and u != a and u % a == 0 and abs(u // a) <= 1000:
-                found.add(f"the answer times {u // a}")
-            if u == a and not w.lstrip("-").isdigit():
-                found.add("the answer in another base")
-            if len(str(abs(a))) >= 3 and str(abs(u)) == str(abs(a))[::-1] and u != a:
-                found.add("the answer's digits reversed")
-        elif a is None and len(answer) >= 3 and w != answer:
-            if w == answer[::-1]:
-                found.add("the answer reversed")
-            elif w.lower() == answer.lower():
-                found.add("the answer in another case")
-    return found
+        return {d["kind"] for d in fam.distractors(row)}
+    except Exception:  # noqa: BLE001 - family code on untrusted data
+        return set()
 
 
-def shortcut(tasks: list[TaskRow], solved: list[dict]) -> tuple[str, list[int]]:
-    """A transform of the answer present in the unread words of at least half the tasks (and 20
-    or more): (what it is, the indices of the tasks holding it), or ("", [])."""
-    found = [_hints(t, sv) for t, sv in zip(tasks, solved)]
-    counts = Counter(h for f in found for h in f)
-    if not counts:
-        return "", []
-    hint, k = counts.most_common(1)[0]
-    if k < max(20, len(tasks) / 2):
-        return "", []
-    return f"{hint} appears in words the family does not read, in {k} of {len(tasks)} tasks", \
-        [i for i, f in enumerate(found) if hint in f]
+@functools.cache
+def _eval_mistakes(family: str, seed: str) -> tuple[frozenset[str], ...]:
+    fam = get_family(family)
+    return tuple(frozenset(mistakes(fam, ex.model_dump())) for ex in hidden.hidden_eval(family))
 
 
-def gives_away(t: TaskRow, solved: dict) -> bool:
-    """Whether a task's prompt or system prompt holds its own answer beyond what the family
-    reads from it (an operand that happens to equal the answer is fine; a hint line is not): as
-    a word, and for a number also with its separators dropped or reversed. A model would learn
-    to copy it. (Not read: an answer spelled out in words.)"""
-    answer = leakage.normalise(t.answer)
-    if not answer:
-        return False
-    read, seen = set(), set()  # argument words taken from the prompt, not from an earlier tool result
-    for c in solved["calls"]:
-        read |= {w for v in c["arguments"].values() for w in leakage.normalise(str(v)).split()} - seen
-        seen |= set(leakage.normalise(str(c["result"])).split())
-    text = " ".join(w for w in leakage.normalise(t.prompt + " " + t.system_prompt).split() if w not in read)
-    if len(answer) >= 2 and f" {answer} " in f" {text} ":
-        return True
-    compact = "".join(answer.split())
-    if not compact.isdigit() or len(compact) < 4:
-        return False  # a string answer may well be a piece of its prompt (take, drop, reverse)
-    squashed = "".join(text.split())
-    return compact in squashed or compact[::-1] in squashed
+def mistake_coverage(task: TaskSpec, task_mistakes: list[set[str]]) -> float:
+    """How much of the eval's classic mistakes the verified tasks punish, by share."""
+    return by_share(task_mistakes, [set(e) for e in _eval_mistakes(task.family, hidden.secret_seed())])
 
 
 def _tools(report: ProbeReport, s: _Session) -> None:

@@ -180,7 +180,8 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
     if m.get("reward_exploits", 0) or m.get("leakage", True):
         signal = 0.0  # (such jobs do not validate; a bundle that skipped the probe earns nothing)
     verified = m.get("verified_share", 0.0)
-    covered = m.get("skill_coverage", 0.0) * m.get("shape_coverage", 0.0)  # what the eval asks, and how it is solved
+    # what the eval asks, how it is solved, and which mistakes the data teaches to avoid
+    covered = m.get("skill_coverage", 0.0) * m.get("shape_coverage", 0.0) * m.get("mistake_coverage", 0.0)
     coverage = (0.3 + 0.7 * covered) * min(1.0, m.get("distinct_verified_prompts", 0) / DISTINCT_SCALE) ** 0.5
     parity = m.get("tool_parity", 0.0)
     training, training_parts = training_factor(p, model, pre, steps_done)
