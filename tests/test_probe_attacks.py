@@ -249,6 +249,43 @@ time.sleep(15)
     assert report.ok, report.render()
 
 
+def test_nothing_of_a_job_reaches_the_next_one_on_the_same_worker(mode, tmp_path, task, reference_files):
+    """A job leaves files in /tmp and /dev/shm and chains of processes that keep forking (each
+    step a new session), written to outrun a one-pass kill; the next job on the same warm
+    worker finds none of it. No job gets a terminal from the host's pty pool."""
+    leaver = """
+import os, time
+for path in ('/tmp/tg-left-behind', '/dev/shm/tg-left-behind'):
+    open(path, 'w').write('x')
+for _ in range(40):
+    if os.fork() == 0:
+        while True:
+            try:
+                if os.fork():
+                    os._exit(0)
+                os.setsid()
+                open('/tmp/tg-chain-alive', 'w').write(str(os.getpid()))
+                time.sleep(0.01)
+            except OSError:
+                time.sleep(0.01)
+"""
+    attack(tmp_path / "a", task, reference_files, leaver)
+    checker = """
+import os, time
+time.sleep(1.0)
+found = [p for p in ('/tmp/tg-left-behind', '/dev/shm/tg-left-behind', '/tmp/tg-chain-alive') if os.path.exists(p)]
+try:
+    os.close(os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY))
+    found.append('/dev/ptmx')
+except OSError:
+    pass
+if found:
+    raise RuntimeError(f"left behind: {found}")
+"""
+    report = attack(tmp_path / "b", task, reference_files, checker)
+    assert report.ok, report.render()
+
+
 def test_endless_import_loop_times_out(tmp_path, task, reference_files):
     write_job(tmp_path / "ws", {**reference_files, "taskset/__init__.py": "while True:\n    pass\n"})
     report, _ = probe(tmp_path / "ws", task, tmp_path / "bundle", timeout=15)

@@ -40,15 +40,14 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
         raise OSError(err, f"mount {target}: {os.strerror(err)}")
 
 
-def _mountpoint(path: str, like: int) -> None:
-    """Create `path` (a directory, or an empty file when `like` is a file) and its parents,
-    readable by the sandbox uid."""
+def _mountpoint(path: str, is_dir: bool) -> None:
+    """Create `path` (a directory, or an empty file) and its parents, readable by the sandbox uid."""
     parent = os.path.dirname(path)
     if not os.path.isdir(parent):
-        _mountpoint(parent, os.open("/", os.O_PATH))
-    if os.path.exists(path):
+        _mountpoint(parent, True)
+    if os.path.lexists(path):
         return
-    if os.path.isdir(f"/proc/self/fd/{like}"):
+    if is_dir:
         os.mkdir(path, 0o755)
     else:
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
@@ -69,6 +68,7 @@ def setup(plan: dict) -> None:
     # Open what will be bound back before the masks hide it: a bind from /proc/self/fd/N
     # reaches the original even once its path is covered.
     fds = {path: os.open(path, os.O_PATH) for kind, path, *_ in plan["steps"] if kind == "bind"}
+    # (A device bound from /proc/self/fd/N keeps working: it is the same device node.)
     writable = set()
     for kind, path, *rest in plan["steps"]:
         if kind == "tmpfs":  # rest: [mode, size bytes]
@@ -77,8 +77,10 @@ def setup(plan: dict) -> None:
                 writable.add(path)
         elif kind == "bind":  # rest: [target] (default: the same path)
             target = rest[0] if rest else path
-            _mountpoint(target, fds[path])
+            _mountpoint(target, os.path.isdir(f"/proc/self/fd/{fds[path]}"))
             _mount(f"/proc/self/fd/{fds[path]}", target, None, MS_BIND | MS_REC)
+        elif kind == "symlink":  # path: where it points; rest: [the link]
+            os.symlink(path, rest[0])
     for fd in fds.values():
         os.close(fd)
     keep_rw = {p for p in writable if p in plan.get("writable", [])}

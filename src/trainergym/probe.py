@@ -345,7 +345,7 @@ def _converse(session: _Session, package_dir: Path, module: str, timeout: float,
         if warm:
             with warm_worker() as worker:
                 sandbox = worker.sandbox
-                end = {**worker.run(package_dir, request, session.follow), "accounting": worker.accounting}
+                end = worker.run(package_dir, request, session.follow)
         else:
             sandbox = Sandbox(Limits(wall_seconds=timeout))
             _, end = run_once(sandbox, package_dir, request, session.follow)

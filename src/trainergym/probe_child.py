@@ -25,6 +25,7 @@ child left behind. This file imports nothing from trainergym.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import inspect
 import itertools
@@ -274,15 +275,38 @@ def _child(req: dict, limits: dict, req_fd: int, out_fd: int, log_path: str) -> 
     os._exit(0)  # skip agent-registered atexit handlers and lingering threads
 
 
-def _sweep() -> None:
-    """Kill every process in this PID namespace but the worker and the namespace's init."""
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) not in (1, me):
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+def _sweep() -> int:
+    """Kill every process in this PID namespace but the worker and the namespace's init, and
+    return how many there were. Stopped first, pass after pass until a pass finds no new one (a
+    stopped process cannot fork: chains that keep forking do not outrun it), then killed."""
+    me, stopped = os.getpid(), set()
+    for _ in range(1000):
+        found = {int(e) for e in os.listdir("/proc") if e.isdigit()} - {1, me} - stopped
+        if not found:
+            break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= found
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    return len(stopped)
+
+
+def _wipe() -> None:
+    """Empty the scratch areas a job could leave files in for the next one."""
+    for root in ("/tmp", "/dev/shm"):
+        with contextlib.suppress(OSError):
+            for entry in os.listdir(root):
+                path = os.path.join(root, entry)
+                if root == "/tmp" and entry == "spool":
+                    continue
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
 
 
 def _read_line(fd: int, pid: int, deadline: float) -> tuple[bytes, str]:
@@ -350,8 +374,7 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:
         pass
-    if in_pid_namespace:
-        _sweep()
+    stray = _sweep() if in_pid_namespace else 0
     try:
         with open(log_path, errors="replace") as f:
             log_tail = f.read()[-2000:]
@@ -360,6 +383,8 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
     shutil.rmtree(os.path.join(os.path.dirname(log_path), "job-" + first["nonce"]), ignore_errors=True)
     if os.path.exists(log_path):
         os.remove(log_path)
+    if in_pid_namespace:
+        _wipe()
     if why == "timeout":
         end = {"stage": "timeout", "error": f"the taskset did not finish loading and scoring within {first['timeout']:.0f} s "
                "(an endless loop, or far too much work at import, in load() or in a reward)"}
@@ -370,7 +395,7 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
         end = {"stage": "crash", "error": f"the probe process {_exit_reason(status)} before answering"}
     else:
         end = {"stage": "closed"}
-    emit(END + json.dumps({**end, "end": True, "stderr": log_tail}))
+    emit(END + json.dumps({**end, "end": True, "stderr": log_tail, "stray": stray}))
 
 
 def serve(limits: dict) -> None:

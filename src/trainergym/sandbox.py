@@ -121,6 +121,8 @@ def requested_mode() -> str:
     return mode
 
 
+_DEVICES = ("null", "zero", "full", "random", "urandom")
+_FD_LINKS = (("fd", ""), ("stdin", "/0"), ("stdout", "/1"), ("stderr", "/2"))
 _NAMESPACES = ["--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child"]
 
 
@@ -219,6 +221,11 @@ class Sandbox:
         if self.data_dir.is_dir():  # also when it lies inside a path re-exposed above
             steps.append(("tmpfs", str(self.data_dir), "0755", 1 << 20))
         steps.append(("bind", str(spool), "/tmp/spool"))
+        # A /dev of its own: the harmless devices, no terminals (the host's pty pool is shared).
+        steps.append(("tmpfs", "/dev", "0755", 1 << 20))
+        steps += [("bind", f"/dev/{name}", f"/dev/{name}") for name in _DEVICES]
+        steps += [("symlink", f"/proc/self/fd{tail}", f"/dev/{name}") for name, tail in _FD_LINKS]
+        steps.append(("tmpfs", "/dev/shm", "1777", 16 << 20))
         return steps
 
     def command(self, argv: list[str], spool: Path, cgroup: Cgroup | None = None) -> list[str]:
@@ -237,8 +244,7 @@ class Sandbox:
         join = ["/bin/sh", "-c", 'for f; do [ "$f" = -- ] && break; echo $$ > "$f"; done; while [ "$1" != -- ]; do shift; '
                 'done; shift; exec "$@"', "sh", *(cgroup.procs_files if cgroup else []), "--"]
         if self.kind == "namespaces":
-            plan = {"steps": [*steps, ("tmpfs", "/dev/shm", "1777", 16 << 20)], "writable": ["/tmp", "/dev/shm"],
-                    "chdir": "/tmp", "uid": self.uid}
+            plan = {"steps": steps, "writable": ["/tmp", "/dev/shm"], "chdir": "/tmp", "uid": self.uid}
             return [*join, *_unshare(), sys.executable, "-I", str(CONFINE), json.dumps(plan), "--", *argv]
         cmd = [*join, shutil.which("bwrap"), "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
                "--unshare-ipc", "--unshare-uts", *self._user_args(), "--ro-bind", "/", "/"]
@@ -246,8 +252,14 @@ class Sandbox:
         roots: list[Path] = []  # the tmpfs mounts so far: directories below them must be made
         for kind, path, *rest in steps:
             if kind == "tmpfs":
-                cmd += ["--perms", rest[0], *(["--size", str(rest[1])] if path == "/tmp" else []), "--tmpfs", path]
+                cmd += ["--perms", rest[0], *(["--size", str(rest[1])] if rest[0] == "1777" else []), "--tmpfs", path]
                 roots.append(Path(path))
+                continue
+            if kind == "symlink":
+                cmd += ["--symlink", path, rest[0]]
+                continue
+            if path.startswith("/dev/"):
+                cmd += ["--dev-bind", path, rest[0]]
                 continue
             target = Path(rest[0])
             inside = [m for m in roots if target.is_relative_to(m)]
@@ -257,7 +269,7 @@ class Sandbox:
                     made.add(ancestor)
                     cmd += ["--perms", "0755", "--dir", str(ancestor)]
             cmd += ["--ro-bind", path, str(target)]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
+        cmd += ["--proc", "/proc", "--chdir", "/tmp"]
         if self.uid is not None:  # drop to the sandbox's own uid inside: no capabilities
             cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", shutil.which("setpriv"),
                     f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--inh-caps=-all",
@@ -287,6 +299,7 @@ class WarmWorker:
         os.chmod(self._spool, 0o755)
         self._proc: subprocess.Popen | None = None
         self._cgroup: Cgroup | None = None
+        self._baseline = 0  # processes in the cgroup once the worker is ready
         self._lock = threading.Lock()
 
     def _start(self) -> subprocess.Popen:
@@ -302,6 +315,7 @@ class WarmWorker:
                                 stderr=subprocess.DEVNULL, text=True, env=self.sandbox.env("/tmp"), cwd=self._spool,
                                 start_new_session=True)
         line = self._readline(proc, 120.0)
+        self._baseline = len(self._cgroup.pids()) if self._cgroup else 0
         (self._spool / SCRIPT).unlink(missing_ok=True)  # loaded: agent code need not find the probe's script
         if line.strip() != "ready":
             self._end(proc)
@@ -338,7 +352,11 @@ class WarmWorker:
                         while True:
                             line = self._readline(self._proc, wait)
                             if line.startswith(END):  # only the worker writes these
-                                return json.loads(line[len(END):])
+                                end = {**json.loads(line[len(END):]), "accounting": self.accounting}
+                                if end.get("stray") or self._grown():  # left something running: a fresh sandbox next
+                                    self._end(self._proc)
+                                    self._proc = None
+                                return end
                             if not line.startswith(ANSWER):
                                 break
                             answered = True
@@ -361,6 +379,10 @@ class WarmWorker:
     def _send(self, message: dict) -> None:
         self._proc.stdin.write(json.dumps(message) + "\n")
         self._proc.stdin.flush()
+
+    def _grown(self) -> bool:
+        """Whether the sandbox holds more processes than when its worker became ready."""
+        return self._cgroup is not None and len(self._cgroup.pids()) > self._baseline
 
     @property
     def accounting(self) -> str:
@@ -408,7 +430,6 @@ def run_once(sandbox: Sandbox, package_dir: Path, request: dict, follow=None) ->
         return follow(answer) if follow else None
 
     try:
-        end = worker.run(package_dir, request, keep)
-        return answers, {**end, "accounting": worker.accounting}
+        return answers, worker.run(package_dir, request, keep)
     finally:
         worker.close()
