@@ -91,6 +91,39 @@ def test_reading_the_hidden_eval_secret_by_path(mode, tmp_path, task, reference_
     assert secret not in report.render() and secret not in json.dumps(report.measurements)
 
 
+def test_unix_sockets_of_host_services_are_out_of_reach(mode, tmp_path, task, reference_files):
+    """A socket file reaches its service whatever the network namespace: the places hosts keep
+    them are hidden."""
+    received = []
+    for place in ("/var/tmp", "/run"):
+        path = Path(place) / f"tg-attack-{os.getpid()}.sock"
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+        os.chmod(path, 0o777)
+        server.listen(1)
+        server.settimeout(0.1)
+        prelude = f"""
+import socket
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect({str(path)!r})
+    s.sendall(b"stolen")
+except OSError:
+    pass
+"""
+        try:
+            report = attack(tmp_path / place.strip("/").replace("/", "-"), task, reference_files, prelude)
+            try:
+                received.append(server.accept())
+            except OSError:
+                pass
+        finally:
+            server.close()
+            path.unlink(missing_ok=True)
+        assert report.ok, report.render()
+    assert received == []
+
+
 def test_network_to_a_loopback_listener_receives_nothing(mode, tmp_path, task, reference_files):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

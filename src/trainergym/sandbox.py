@@ -73,8 +73,13 @@ def _works(*cmd: str) -> bool:
 
 
 def _hidden_dirs(data_dir: Path) -> list[Path]:
-    homes = {Path("/root"), Path("/home"), Path(os.path.expanduser("~"))}
-    return sorted({p for p in homes if p.is_dir()} | ({data_dir} if data_dir.is_dir() else set()))
+    """Homes, the data directory, and where hosts keep their services' sockets and shared
+    scratch files (a socket file reaches its service whatever the network namespace)."""
+    hidden = {Path("/root"), Path("/home"), Path(os.path.expanduser("~")), Path("/run"), Path("/var/run"),
+              Path("/var/tmp"), Path("/var/lib")}
+    real = {p.resolve() for p in hidden if p.is_dir()}
+    return sorted({p for p in real if not any(p != q and p.is_relative_to(q) for q in real)} |
+                  ({data_dir} if data_dir.is_dir() else set()))
 
 
 def _needed_under(hidden: list[Path]) -> list[Path]:
