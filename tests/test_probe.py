@@ -35,7 +35,8 @@ def test_reference_job_passes_and_measures(tmp_path, task, reference_files):
     assert not m["leakage"] and m["distinct_prompts"] > 1000
     assert m["verified_share"] == 1.0 and m["skill_coverage"] > 0.9 and m["n_tasks"] >= 1000
     assert m["reward_exploits"] == 0 and m["distinct_verified_prompts"] > 1000
-    assert report.confinement.startswith(("bubblewrap", "FALLBACK"))
+    assert report.confinement.startswith(("bubblewrap", "namespaces")) and "totals:" in report.confinement
+    assert m["shape_coverage"] > 0.85 and m["mistake_coverage"] > 0.95 and m["reward_margin"] > 0.9
 
 
 @pytest.mark.parametrize("old, new, check, words", [
