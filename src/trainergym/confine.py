@@ -72,6 +72,8 @@ def setup(plan: dict) -> None:
     writable = set()
     for kind, path, *rest in plan["steps"]:
         if kind == "tmpfs":  # rest: [mode, size bytes]
+            if not os.path.exists(path) and os.path.dirname(path) in writable:
+                os.mkdir(path, 0o755)  # inside a tmpfs of ours (/dev/shm), never on the host
             if os.path.isdir(path):
                 _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={rest[0]},size={rest[1]}")
                 writable.add(path)
