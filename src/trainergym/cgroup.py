@@ -37,6 +37,17 @@ def _writable(path: Path) -> bool:
     return path.is_dir() and os.access(path, os.W_OK)
 
 
+def _sweep_stale(parent: Path) -> None:
+    """Remove our cgroups that a killed process left behind: empty, and older than a minute (a
+    cgroup just made may not be joined yet; one with a process in it cannot be removed)."""
+    for d in parent.glob("trainergym-*"):
+        try:
+            if time.time() - d.stat().st_mtime > 60:
+                d.rmdir()
+        except OSError:
+            pass
+
+
 class Cgroup:
     """One sandbox's cgroup(s): memory (all its processes together) and process count."""
 
@@ -61,6 +72,7 @@ class Cgroup:
             enabled = set((parent / "cgroup.subtree_control").read_text().split())
             if not {"memory", "pids"} <= enabled:  # fails while processes sit in `parent` itself
                 (parent / "cgroup.subtree_control").write_text("+memory +pids")
+            _sweep_stale(parent)
             path = parent / name
             path.mkdir()
             (path / "memory.max").write_text(str(memory_bytes))
@@ -82,6 +94,7 @@ class Cgroup:
                     parent = ROOT / controller
                 if own is None or not _writable(parent):
                     raise OSError(f"the {controller} cgroup is not writable")
+                _sweep_stale(parent)
                 dirs[controller] = parent / name
                 dirs[controller].mkdir()
             (dirs["memory"] / "memory.limit_in_bytes").write_text(str(memory_bytes))
