@@ -136,13 +136,7 @@ def _say_sources(sources: list[str]) -> None:
 
 def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_jobs: int, seed: int, runs_dir: Path,
               reward_noise: bool = True):
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from trainergym.backends import make_backend
     from trainergym.batch import run_many

@@ -166,8 +166,8 @@ class _Session:
         self.verified: list[int] = []
         self.readable = 0
         self.task_skills: list[set[str]] = []  # per verified task
-        self.task_shapes: dict[int, set[str]] = {}  # per verified task: `shape` of its solution
-        self.task_mistakes: dict[int, set[str]] = {}  # per verified task: the mistakes that get it wrong
+        self.task_shapes: list[set[str]] = []  # per verified task: `shape` of its solution
+        self.task_mistakes: list[set[str]] = []  # per verified task: the mistakes that get it wrong
         self.leaks: list[int] = []
         self._rest: threading.Thread | None = None
         self.items: list[adversary.Item] = []
@@ -234,15 +234,14 @@ class _Session:
                 self.verified.append(j)
         # A hint the family does not read, holding the answer under a fixed transform in most
         # tasks (one more than it, its hex, reversed), teaches a shortcut the eval does not have.
-        self.shortcut, hinted = giveaway.shortcut([self.loaded.tasks[j] for j in self.verified], [self.solved[j] for j in self.verified])
+        hint, hinted = giveaway.shortcut([self.loaded.tasks[j] for j in self.verified], [self.solved[j] for j in self.verified])
         for k in sorted(hinted, reverse=True):
-            j = self.verified.pop(k)
-            self.why[j] = f"its prompt gives the answer away ({self.shortcut})"
+            self.why[self.verified.pop(k)] = f"its prompt gives the answer away ({hint})"
         for j in self.verified:
             with contextlib.suppress(Exception):
                 self.task_skills.append(set(self.fam.skills(rows[j])))
-            self.task_shapes[j] = shape(self.solved[j])
-            self.task_mistakes[j] = mistakes(self.fam, rows[j])
+            self.task_shapes.append(shape(self.solved[j]))
+            self.task_mistakes.append(mistakes(self.fam, rows[j]))
         self._rest = threading.Thread(target=self._read_rest, daemon=True)
 
     def _solve(self, j: int) -> None:
@@ -485,8 +484,8 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
                if hasattr(fam, "READ_FORM") else "write tasks in the family's own form, as the dev examples are")
 
     coverage, covered, missing = skill_coverage(task, s.task_skills)
-    shapes = shape_coverage(task, list(s.task_shapes.values()))
-    punished = mistake_coverage(task, list(s.task_mistakes.values()))
+    shapes = shape_coverage(task, s.task_shapes)
+    punished = mistake_coverage(task, s.task_mistakes)
     m.update(skill_coverage=round(coverage, 4), skills_covered=covered, shape_coverage=round(shapes, 4),
              mistake_coverage=round(punished, 4))
     notes = ([f"missing skills: {', '.join(missing)}"] if missing else []) + \

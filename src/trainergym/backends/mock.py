@@ -99,6 +99,10 @@ def lr_at(p: PrimeRL, step: int) -> float:
     return p.min_lr + (p.lr - p.min_lr) * shape
 
 
+def lr_optimum(p: PrimeRL, model: str) -> float:
+    return LR_OPTIMUM[model] * (10 if p.lora else 1)
+
+
 def peak_lr(p: PrimeRL) -> float:
     """The highest learning rate the schedule reaches (a decay towards a `min_lr` above `lr`
     climbs)."""
@@ -122,7 +126,7 @@ def training_factor(p: PrimeRL, model: str, pre: float, steps_done: int) -> tupl
     useful rollouts per step: small batches, groups that agree, correlated group members);
     too high a learning rate is unstable, a hot sampler drifts from the greedy eval, a strong
     KL anchor holds the policy back."""
-    optimum = LR_OPTIMUM[model] * (10 if p.lora else 1)
+    optimum = lr_optimum(p, model)
     speed = sum(min(1.0, lr_at(p, s) / optimum) for s in range(steps_done))
     share = signal_share(pre, p.group_size, p.temperature)
     useful = p.batch_size / (1 + (p.group_size - 1) * GROUP_CORRELATION) * share
@@ -188,9 +192,8 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
     gain = CAPACITY[model] * (1 - pre) * signal * verified * coverage * parity * reach * training
     # A reward that pays for the wrong thing, data that is mostly wrong, or a learning rate far
     # too high makes things worse, in proportion to how far training got.
-    optimum = LR_OPTIMUM[model] * (10 if p.lora else 1)
     harm = (0.3 * max(0.0, 0.5 - signal) + 0.3 * max(0.0, 0.5 - verified)
-            + 0.3 * min(1.0, max(0.0, math.log10(peak_lr(p) / optimum) - 1)))
+            + 0.3 * min(1.0, max(0.0, math.log10(peak_lr(p) / lr_optimum(p, model)) - 1)))
     damage = pre * training_parts["progress"] * harm
     expected = round(min(1.0, max(0.0, pre + gain - damage)), 4)  # as recorded: a reuse draws from the same value
     post, noise = eval_noise(expected, pre, seed, bundle.manifest.episode or "unkeyed", n)
