@@ -2,7 +2,7 @@
 
     uv run python bench/agents.py [--episodes 16]
 
-(1) The reference agent through `trainergym.batch.run_many` at concurrency 1 and 8 (the GPU cap
+(1) The reference agent through `trainergym.agents.batch.run_many` at concurrency 1 and 8 (the GPU cap
     is not the bottleneck: 8 jobs in flight). The first episodes of a process pay the sandbox
     worker's start; a warm-up episode runs before timing.
 (2) The LLM agent driving a reference episode against the fake OpenAI server on 127.0.0.1
@@ -36,9 +36,9 @@ from trainergym.agents import run_episode  # noqa: E402
 from trainergym.agents.llm import LLMAgent, LLMConfig  # noqa: E402
 from trainergym.agents.reference import ReferenceAgent  # noqa: E402
 from trainergym.backends import make_backend  # noqa: E402
-from trainergym.batch import run_many  # noqa: E402
-from trainergym.env import AsyncTrainerEnv  # noqa: E402
-from trainergym.ledger import Ledger  # noqa: E402
+from trainergym.agents.batch import run_many  # noqa: E402
+from trainergym.env.core import AsyncTrainerEnv  # noqa: E402
+from trainergym.infra.costs import Ledger  # noqa: E402
 
 
 def episodes_per_minute(n: int, concurrency: int, runs: Path) -> float:

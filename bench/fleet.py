@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from trainergym.backends.runpod import PodBackend
-from trainergym.fleet_sim import Clock, SimConfig, SimPod, SimProvider, lognormal_minutes
-from trainergym.pool import DEFAULT_LADDER, PodPool, PoolConfig
-from trainergym.queue import JobQueue
+from trainergym.backends.fleet import Clock, SimConfig, SimPod, SimProvider, lognormal_minutes
+from trainergym.infra.pool import DEFAULT_LADDER, PodPool, PoolConfig
+from trainergym.infra.queue import JobQueue
 
 
 def run(pods: int, jobs: int, die_rate: float, oos: float, seed: int = 0, poll: float = 30.0) -> dict:

@@ -28,16 +28,16 @@ import time
 from pathlib import Path
 
 from trainergym.agents.reference import reference_job_files
-from trainergym.cgroup import Cgroup
-from trainergym.probe import probe
-from trainergym.sandbox import Sandbox
-from trainergym.tasks import families, load_task
+from trainergym.probe.cgroup import Cgroup
+from trainergym.probe.checks import probe
+from trainergym.probe.sandbox import Sandbox
+from trainergym.task.spec import families, load_task
 
 FIRST = """
 import json, sys, time
 from pathlib import Path
-from trainergym.probe import probe
-from trainergym.tasks import load_task
+from trainergym.probe.checks import probe
+from trainergym.task.spec import load_task
 t = time.perf_counter()
 report, _ = probe(Path(sys.argv[1]), load_task("calc_chain"), Path(sys.argv[2]))
 assert report.ok, report.render()

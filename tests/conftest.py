@@ -15,11 +15,11 @@ os.environ["TRAINERGYM_INSTALL_SECRET"] = "1757a11c0ffee5ec7e70f7e57ea1e0d0" * 2
 
 import pytest  # noqa: E402
 
-from trainergym.tasks import load_task  # noqa: E402
+from trainergym.task.spec import load_task  # noqa: E402
 
 
 def _bwrap() -> bool:
-    from trainergym.sandbox import Sandbox
+    from trainergym.probe.sandbox import Sandbox
 
     return Sandbox().kind == "bwrap"
 

@@ -4,7 +4,7 @@ each appends code to the job's taskset package that rewrites its rewards or what
 
 from __future__ import annotations
 
-from trainergym import hidden
+from trainergym.task import hidden
 from trainergym.agents.reference import reference_job_files
 
 # Appended to the reference job's taskset/__init__.py: wraps every @vf.reward of the job's Task

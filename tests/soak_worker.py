@@ -13,9 +13,9 @@ import traceback
 from pathlib import Path
 
 from trainergym.backends.runpod import PodBackend
-from trainergym.pool import PodPool, PoolConfig, Rung
-from trainergym.queue import JobQueue
-from trainergym.runpod_provider import RunpodProvider
+from trainergym.infra.pool import PodPool, PoolConfig, Rung
+from trainergym.infra.queue import JobQueue
+from trainergym.infra.runpod_graphql import RunpodProvider
 
 
 def dispatch(workdir: Path) -> None:

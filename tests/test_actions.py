@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from trainergym.actions import ActionError, parse_action
+from trainergym.env.actions import ActionError, parse_action
 
 
 def names(action):

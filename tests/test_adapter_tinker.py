@@ -36,7 +36,7 @@ from trainergym.adapters.tinker import (  # noqa: E402
     train_config,
 )
 from trainergym.agents.reference import reference_job_files  # noqa: E402
-from trainergym.env import AsyncTrainerEnv  # noqa: E402
+from trainergym.env.core import AsyncTrainerEnv  # noqa: E402
 
 TOKENIZER = "offline/tiny-qwen"
 RENDERER = ENV_RENDERER

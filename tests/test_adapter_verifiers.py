@@ -17,13 +17,13 @@ import verifiers.v1 as vf  # ~4 s, paid once for the module
 from fake_openai import FakeOpenAI
 from verifiers.v1.utils import loaders
 
-from trainergym import scorer
+from trainergym.host import scorer
 from trainergym.adapters import verifiers as adapter
 from trainergym.adapters.verifiers import TrainerTask, TrainerTaskset, TrainerTasksetConfig
 from trainergym.agents.reference import reference_job_files
-from trainergym.env import AsyncTrainerEnv
-from trainergym.reward import NO_SUBMISSION_TOTAL
-from trainergym.tools import TOOLS
+from trainergym.env.core import AsyncTrainerEnv
+from trainergym.env.reward import NO_SUBMISSION_TOTAL
+from trainergym.env.tools import TOOLS
 
 CONFIG = TrainerTasksetConfig(families=["calc_chain"])
 
@@ -129,7 +129,7 @@ def test_the_latest_genuine_outcome_wins_and_a_replay_cannot_undo_the_end(task):
 
 
 def test_tools_advertised_over_mcp_are_trainergyms_tools(task):
-    """What the model sees under verifiers (the MCP listing, no prefix) is trainergym.tools.TOOLS."""
+    """What the model sees under verifiers (the MCP listing, no prefix) is trainergym.env.tools.TOOLS."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("trainer")

@@ -1,6 +1,6 @@
 import pytest
 
-from trainergym import baselines
+from trainergym.task import baselines
 
 
 def test_baselines_carry_provenance_and_intervals():

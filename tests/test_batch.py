@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from trainergym.agents.reference import ReferenceAgent
 from trainergym.backends import make_backend
-from trainergym.batch import held_out_table, run_many
+from trainergym.agents.batch import held_out_table, run_many
 from trainergym.cli import app
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from calc_chain import family as fam
 from calc_chain import items
-from trainergym import hidden
+from trainergym.task import hidden
 
 
 def test_difficulty_knobs_bound_steps_and_operations():

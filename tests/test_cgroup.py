@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from trainergym.cgroup import Cgroup
+from trainergym.probe.cgroup import Cgroup
 
 
 def test_a_cgroup_counts_its_processes_and_kills_them_all():

@@ -78,7 +78,7 @@ def test_probe_command_exit_status_and_json(tmp_path):
 
 
 def test_jobs_lists_and_inspects_the_queue(tmp_path):
-    from trainergym.queue import JobQueue
+    from trainergym.infra.queue import JobQueue
 
     q = JobQueue(tmp_path / "jobs.db")
     job = q.enqueue("h", "calc_chain", "/b")
@@ -95,8 +95,8 @@ def test_jobs_lists_and_inspects_the_queue(tmp_path):
 
 def test_worker_mock_drains_fifty_jobs(tmp_path, task, reference_files):
     from conftest import write_job
-    from trainergym.job import build_bundle, parse_job
-    from trainergym.queue import JobQueue
+    from trainergym.job.bundle import build_bundle, parse_job
+    from trainergym.infra.queue import JobQueue
 
     q = JobQueue(tmp_path / "jobs.db")
     for i in range(50):

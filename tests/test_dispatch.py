@@ -4,7 +4,7 @@ import pytest
 
 from dispatch import family as fam
 from dispatch import items
-from trainergym import hidden
+from trainergym.task import hidden
 
 
 def test_levels_set_the_number_of_dependent_calls():

@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 import trainergym
 from trainergym import AsyncTrainerEnv, TrainerEnv
 from trainergym.agents import make_agent, run_episode
-from trainergym.workspace import Workspace
+from trainergym.env.workspace import Workspace
 
 
 def test_registered_and_passes_gymnasium_checker():

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from trainergym import baselines, hidden
-from trainergym.tasks import families, load_task
+from trainergym.task import baselines, hidden
+from trainergym.task.spec import families, load_task
 
 FAMILIES = sorted(families())
 

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 from trainergym import TrainerEnv
-from trainergym.workspace import Limits
+from trainergym.env.workspace import Limits
 
 N_ACTIONS = 300
 

@@ -5,15 +5,16 @@ import warnings
 
 import pytest
 
-from trainergym import hidden
-from trainergym.tasks import get_family
+from trainergym.paths import data_dir
+from trainergym.task import hidden
+from trainergym.task.spec import get_family
 
 STRONG = "0123456789abcdef0123456789abcdef"  # 32 hex characters: 128 bits
 
 
 def test_secret_seed_lives_in_the_data_dir_and_can_be_pinned(monkeypatch):
     monkeypatch.delenv("TRAINERGYM_HIDDEN_SEED")
-    seed_file = hidden.data_dir() / "hidden-seed"
+    seed_file = data_dir() / "hidden-seed"
     assert hidden.secret_seed() == seed_file.read_text().strip()
     assert oct(seed_file.stat().st_mode & 0o777) == "0o600"
     monkeypatch.setenv("TRAINERGYM_HIDDEN_SEED", STRONG)
@@ -61,7 +62,7 @@ def test_the_install_secret_is_random_even_when_the_hidden_seed_is_pinned(monkey
 
 
 def test_other_users_of_the_data_dir_create_it_private(monkeypatch, tmp_path):
-    from trainergym.ledger import Ledger
+    from trainergym.infra.costs import Ledger
 
     data = tmp_path / "fresh"
     monkeypatch.setenv("TRAINERGYM_DATA_DIR", str(data))

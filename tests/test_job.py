@@ -4,9 +4,9 @@ import tomllib
 import pytest
 
 from conftest import write_job
-from trainergym import hidden
-from trainergym.job import build_bundle, check_bounds, content_hash, parse_job, render_rl_toml
-from trainergym.stack import PIN
+from trainergym.task import hidden
+from trainergym.job.bundle import build_bundle, check_bounds, content_hash, parse_job, render_rl_toml
+from trainergym.job.stack import PIN
 
 
 def test_reference_job_parses_and_is_within_bounds(task, reference_files):

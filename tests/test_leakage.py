@@ -6,9 +6,11 @@ import json
 
 import pytest
 
-from trainergym import AsyncTrainerEnv, hidden
+from trainergym import AsyncTrainerEnv
+
+from trainergym.task import hidden
 from trainergym.agents import make_agent
-from trainergym.tasks import families, load_task
+from trainergym.task.spec import families, load_task
 
 
 @pytest.mark.parametrize("family", sorted(families()))

@@ -12,8 +12,8 @@ from trainergym.agents import run_episode
 from trainergym.agents.llm import LLMAgent, LLMConfig
 from trainergym.agents.reference import ReferenceAgent
 from trainergym.backends import make_backend
-from trainergym.env import AsyncTrainerEnv
-from trainergym.ledger import Ledger, Price
+from trainergym.env.core import AsyncTrainerEnv
+from trainergym.infra.costs import Ledger, Price
 
 PRICE = Price(input=2.0, output=8.0)
 

@@ -12,8 +12,8 @@ from trainergym import AsyncTrainerEnv
 from trainergym.agents import make_agent, run_episode
 from trainergym.backends import Backend
 from trainergym.backends.local import LocalBackend
-from trainergym.job import build_bundle, parse_job
-from trainergym.runner import Commands
+from trainergym.job.bundle import build_bundle, parse_job
+from trainergym.host.runner import Commands
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ import pytest
 from conftest import write_job
 from trainergym.backends import Backend, make_backend
 from trainergym.backends.mock import MockBackend, simulate
-from trainergym.gpu import fits, gpu, peak_memory_gib
-from trainergym.job import build_bundle, parse_job
+from trainergym.job.gpu import fits, gpu, peak_memory_gib
+from trainergym.job.bundle import build_bundle, parse_job
 
 GOOD = {"n_tasks": 2000, "distinct_prompts": 2000, "distinct_verified_prompts": 2000, "reward_separation": 1.0,
         "noop_ok": True, "reward_exploits": 0, "leakage": False, "verified_share": 1.0, "skill_coverage": 1.0,

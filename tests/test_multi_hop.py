@@ -4,7 +4,7 @@ import pytest
 
 from multi_hop import family as fam
 from multi_hop import items
-from trainergym import hidden
+from trainergym.task import hidden
 
 
 def test_difficulty_knobs_bound_hops_and_world_size():

@@ -16,11 +16,11 @@ from conftest import write_job
 from fake_runpod import FakeRunpod, World
 from test_runner import FAKE_SCORE, FAKE_TRAIN
 from trainergym.backends.runpod import PodBackend
-from trainergym.job import build_bundle, parse_job
-from trainergym.pod_service import create_app
-from trainergym.pool import PodPool, PoolConfig, Rung
-from trainergym.runner import Commands
-from trainergym.runpod_provider import RunpodProvider
+from trainergym.job.bundle import build_bundle, parse_job
+from trainergym.host.pod_service import create_app
+from trainergym.infra.pool import PodPool, PoolConfig, Rung
+from trainergym.host.runner import Commands
+from trainergym.infra.runpod_graphql import RunpodProvider
 
 
 @pytest.fixture

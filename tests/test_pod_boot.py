@@ -18,11 +18,11 @@ from fake_runpod import FakeRunpod, World
 from test_pod_service import wait_for
 from test_runner import FAKE_SCORE, FAKE_TRAIN
 
-from trainergym.job import build_bundle, parse_job
-from trainergym.pod_service import PodClient
-from trainergym.pool import Rung
-from trainergym.runpod_provider import DOCKER_ARGS, POD_BOOTSTRAP, RunpodProvider
-from trainergym.stack import pod_install
+from trainergym.job.bundle import build_bundle, parse_job
+from trainergym.host.pod_service import PodClient
+from trainergym.infra.pool import Rung
+from trainergym.infra.runpod_graphql import DOCKER_ARGS, POD_BOOTSTRAP, RunpodProvider
+from trainergym.job.stack import pod_install
 
 
 def _port() -> int:

@@ -11,9 +11,9 @@ import uvicorn
 
 from conftest import write_job
 from test_runner import FAKE_SCORE, FAKE_TRAIN
-from trainergym.job import build_bundle, parse_job
-from trainergym.pod_service import PodClient, create_app
-from trainergym.runner import Commands
+from trainergym.job.bundle import build_bundle, parse_job
+from trainergym.host.pod_service import PodClient, create_app
+from trainergym.host.runner import Commands
 
 TOKEN = "pod-token-for-tests"
 

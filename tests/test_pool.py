@@ -3,8 +3,8 @@
 import pytest
 
 from fake_runpod import FakeRunpod, World
-from trainergym.pool import AuthError, PodPool, PoolConfig, PoolExhausted, ProviderError, Rung
-from trainergym.runpod_provider import RunpodProvider
+from trainergym.infra.pool import AuthError, PodPool, PoolConfig, PoolExhausted, ProviderError, Rung
+from trainergym.infra.runpod_graphql import RunpodProvider
 
 LADDER = (Rung("NVIDIA RTX A5000"), Rung("NVIDIA A40"), Rung("NVIDIA GeForce RTX 4090"))
 
@@ -126,7 +126,7 @@ def test_terminate_is_verified(world, tmp_path):
 
 
 def test_bills_reach_the_cost_ledger(world, tmp_path):
-    from trainergym.ledger import Ledger
+    from trainergym.infra.costs import Ledger
 
     pool = make_pool(world, tmp_path)
     pool.ledger = Ledger(tmp_path / "ledger.db")

@@ -6,7 +6,7 @@ Each case runs agent code in a real child process (paying the verifiers import t
 import pytest
 
 from conftest import write_job
-from trainergym.probe import probe
+from trainergym.probe.checks import probe
 
 REWARD = "return float(final_integer(trace.last_reply) == int(self.data.answer))"
 TOOLS = "return [CalcChainToolset(config.tools)]"

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from conftest import write_job
-from trainergym import TrainerEnv, hidden
-from trainergym.probe import probe
-from trainergym.sandbox import UID_RANGE, Sandbox
-from trainergym.tasks import families
+from trainergym.paths import data_dir
+from trainergym import TrainerEnv
+from trainergym.task import hidden
+from trainergym.probe.checks import probe
+from trainergym.probe.sandbox import UID_RANGE, Sandbox
+from trainergym.task.spec import families
 
 MODES = [m for m in ("bwrap", "namespaces") if Sandbox(mode=m).kind == m]
 pytestmark = pytest.mark.skipif(not MODES, reason="no sandbox mode works here (install bubblewrap)")
@@ -83,7 +85,7 @@ def item(report, check):
 
 def test_reading_the_hidden_eval_secret_by_path(mode, tmp_path, task, reference_files, monkeypatch):
     monkeypatch.delenv("TRAINERGYM_HIDDEN_SEED")  # the real per-installation secret file
-    secret_file = hidden.data_dir() / "hidden-seed"
+    secret_file = data_dir() / "hidden-seed"
     secret = hidden.secret_seed()
     report = attack(tmp_path, task, reference_files, f"open({str(secret_file)!r}).read()")
     shape = item(report, "shape")
@@ -190,11 +192,11 @@ def test_recon_writes_and_a_daemon_get_nothing(mode, tmp_path, task, reference_f
     monkeypatch.delenv("TRAINERGYM_HIDDEN_SEED")
     secret = hidden.secret_seed()
     targets = [Path(sysconfig.get_paths()["purelib"]) / f"{MARKER}.pth", Path(calc_chain.__file__).parent / f"{MARKER}.py",
-               Path(trainergym.__file__).parent / f"{MARKER}.py", hidden.data_dir() / MARKER]
+               Path(trainergym.__file__).parent / f"{MARKER}.py", data_dir() / MARKER]
     prelude = f"""
 import os, time
 seen = []
-for path in {[str(hidden.data_dir() / "hidden-seed"), str(hidden.data_dir())]!r}:
+for path in {[str(data_dir() / "hidden-seed"), str(hidden.data_dir())]!r}:
     try:
         seen.append(open(path).read() if os.path.isfile(path) else ",".join(os.listdir(path)))
     except OSError as e:
@@ -435,7 +437,7 @@ def test_the_env_goes_on_after_an_attack(reference_files):
 @pytest.mark.parametrize("family", sorted(families()))
 def test_every_reference_job_passes_with_no_failures(family, tmp_path):
     from trainergym.agents.reference import reference_job_files
-    from trainergym.tasks import load_task
+    from trainergym.task.spec import load_task
 
     write_job(tmp_path / "ws", reference_job_files(family))
     report, bundle = probe(tmp_path / "ws", load_task(family), tmp_path / "bundle")

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from trainergym.fleet_sim import Clock
-from trainergym.queue import JobQueue
+from trainergym.backends.fleet import Clock
+from trainergym.infra.queue import JobQueue
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from trainergym.backends.runpod import PodBackend
-from trainergym.fleet_sim import Clock, SimConfig, SimPod, SimProvider
-from trainergym.pool import PodPool, PoolConfig
-from trainergym.queue import JobQueue
+from trainergym.backends.fleet import Clock, SimConfig, SimPod, SimProvider
+from trainergym.infra.pool import PodPool, PoolConfig
+from trainergym.infra.queue import JobQueue
 
 
 def plan(bundle_dir: str) -> dict:

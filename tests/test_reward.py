@@ -1,6 +1,6 @@
 import pytest
 
-from trainergym import reward as R
+from trainergym.env import reward as R
 
 
 def test_weights_sum_to_one():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trainergym.runner import Commands, Runner, Timeouts
+from trainergym.host.runner import Commands, Runner, Timeouts
 
 PY = sys.executable
 ITEMS = [{"id": f"h{i}", "prompt": f"hidden prompt {i}", "answer": str(i)} for i in range(20)]

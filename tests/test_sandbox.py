@@ -6,9 +6,10 @@ import shutil
 
 import pytest
 
-from trainergym import hidden
+from trainergym.paths import data_dir
+from trainergym.task import hidden
 from conftest import requires_bwrap
-from trainergym.sandbox import Sandbox, run_once
+from trainergym.probe.sandbox import Sandbox, run_once
 
 
 def request(task_module: str) -> dict:
@@ -28,9 +29,9 @@ def package(tmp_path, reference_files):
 def test_bwrap_hides_homes_and_the_data_dir():
     box = Sandbox()
     assert box.kind == "bwrap", "these tests expect bubblewrap (CI installs it)"
-    cmd = box.command(["python"], hidden.data_dir())
+    cmd = box.command(["python"], data_dir())
     assert "--unshare-net" in cmd and "--unshare-pid" in cmd
-    assert ["--tmpfs", str(hidden.data_dir().resolve())] == cmd[cmd.index(str(hidden.data_dir().resolve())) - 1:][:2]
+    assert ["--tmpfs", str(data_dir().resolve())] == cmd[cmd.index(str(hidden.data_dir().resolve())) - 1:][:2]
     assert "hidden" in box.describe()
 
 
@@ -83,7 +84,7 @@ def test_only_the_venv_is_re_exposed_from_a_masked_directory(monkeypatch, tmp_pa
     import site
     import sys
 
-    from trainergym.sandbox import _needed_under
+    from trainergym.probe.sandbox import _needed_under
 
     inside = tmp_path / "venv" / "lib"
     source = tmp_path / "checkout" / "src"

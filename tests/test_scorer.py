@@ -7,8 +7,10 @@ import sys
 import pytest
 from fake_openai import FakeOpenAI
 
-from trainergym import hidden, scorer
-from trainergym.tasks import get_family
+from trainergym.task import hidden
+
+from trainergym.host import scorer
+from trainergym.task.spec import get_family
 
 
 def _items(tmp_path, family, n=6):

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from test_pod_backend import bundles, fleet  # noqa: F401 - the fixture
-from trainergym.queue import JobQueue
+from trainergym.infra.queue import JobQueue
 
 HERE = Path(__file__).parent
 

@@ -1,7 +1,7 @@
 import tomllib
 from pathlib import Path
 
-from trainergym import stack
+from trainergym.job import stack
 
 
 def test_pyproject_pins_the_same_verifiers_as_the_stack_module():

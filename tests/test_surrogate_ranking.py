@@ -20,12 +20,12 @@ import pytest
 
 from conftest import write_job
 from mutations import WRAP, append, data_attack, hidden_rows, job_files, leak_body
-from trainergym import baselines
+from trainergym.task import baselines
 from trainergym.backends.mock import LR_OPTIMUM, simulate
-from trainergym.gpu import gpu
-from trainergym.job import build_bundle, check_bounds, parse_job
-from trainergym.probe import probe
-from trainergym.tasks import families, get_family, load_task
+from trainergym.job.gpu import gpu
+from trainergym.job.bundle import build_bundle, check_bounds, parse_job
+from trainergym.probe.checks import probe
+from trainergym.task.spec import families, get_family, load_task
 
 FAMILIES = sorted(families())
 TABLE: dict[str, list[dict]] = {}

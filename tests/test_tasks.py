@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from trainergym.tasks import ALLOWED_BASE_MODELS, TaskSpec, families, load_task
+from trainergym.task.spec import ALLOWED_BASE_MODELS, TaskSpec, families, load_task
 
 
 def test_family_is_discovered_through_entry_points():

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from trainergym.workspace import Limits, Workspace, WorkspaceError, lay_out
+from trainergym.env.workspace import Limits, Workspace, WorkspaceError, lay_out
 
 
 @pytest.fixture

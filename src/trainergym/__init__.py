@@ -5,9 +5,9 @@
     env = gym.make("trainergym/WriteTrainingJob-v0")
 """
 
-from trainergym.env import ENV_ID, AsyncTrainerEnv, TrainerEnv, register
-from trainergym.reward import RewardBreakdown
-from trainergym.tasks import TaskSpec, load_task
+from trainergym.env.core import ENV_ID, AsyncTrainerEnv, TrainerEnv, register
+from trainergym.env.reward import RewardBreakdown
+from trainergym.task.spec import TaskSpec, load_task
 
 register()
 

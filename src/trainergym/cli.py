@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from trainergym.paths import data_dir
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Writing an RL training job, as an environment.")
 console = Console()
 
@@ -73,7 +75,7 @@ def episode(
     """Run one episode and show its reward breakdown (and, for the llm agent, tokens and dollars)."""
     from trainergym.agents import run_episode
     from trainergym.backends import make_backend
-    from trainergym.env import AsyncTrainerEnv
+    from trainergym.env.core import AsyncTrainerEnv
 
     options = _options(task, family)
     the_agent = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)()
@@ -139,7 +141,7 @@ def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_job
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from trainergym.backends import make_backend
-    from trainergym.batch import run_many
+    from trainergym.agents.batch import run_many
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
@@ -176,7 +178,7 @@ def batch(
     started = time.perf_counter()
     summaries = _run_many(make, backend, n, _options(task, family), concurrency, max_gpu_jobs, seed, runs_dir, reward_noise)
     minutes = (time.perf_counter() - started) / 60
-    from trainergym.batch import held_out_table
+    from trainergym.agents.batch import held_out_table
 
     out = {**held_out_table(summaries), "episodes_per_minute": n / minutes,
            "episodes_detail": [dataclasses.asdict(s) for s in summaries]}
@@ -211,8 +213,8 @@ def eval_agent(
     budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
 ) -> None:
     """Evaluate an agent on one family: the original's held-out table."""
-    from trainergym.batch import held_out_table
-    from trainergym.tasks import get_family
+    from trainergym.agents.batch import held_out_table
+    from trainergym.task.spec import get_family
 
     fam = get_family(family)
     make = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)
@@ -244,8 +246,8 @@ def probe_job(
     """Validate a job directory outside any episode; exit status 0 only when it passes."""
     import tempfile
 
-    from trainergym.probe import probe
-    from trainergym.tasks import load_task
+    from trainergym.probe.checks import probe
+    from trainergym.task.spec import load_task
 
     if task is not None and family is not None:
         raise typer.BadParameter("give --task or --family, not both")
@@ -270,8 +272,7 @@ def jobs(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """List and inspect the jobs of the durable queue."""
-    from trainergym.hidden import data_dir
-    from trainergym.queue import JobQueue
+    from trainergym.infra.queue import JobQueue
 
     queue = JobQueue(db or data_dir() / "jobs.db")
     if job_id:
@@ -309,9 +310,8 @@ def worker(
 
     from rich.live import Live
 
-    from trainergym.hidden import data_dir
-    from trainergym.pool import DEFAULT_LADDER, PodPool, PoolConfig, Rung
-    from trainergym.queue import JobQueue
+    from trainergym.infra.pool import DEFAULT_LADDER, PodPool, PoolConfig, Rung
+    from trainergym.infra.queue import JobQueue
 
     workdir = workdir or data_dir() / "worker"
     queue_path = db or data_dir() / "jobs.db"
@@ -326,7 +326,7 @@ def worker(
 
     config = PoolConfig(max_pods=max_pods, ladder=rungs)
     if backend == "mock":
-        from trainergym.fleet_sim import Clock, SimConfig, SimPod, SimProvider
+        from trainergym.backends.fleet import Clock, SimConfig, SimPod, SimProvider
 
         clock = Clock()
         provider = SimProvider(clock, SimConfig(seed=seed))
@@ -335,11 +335,11 @@ def worker(
         runner = PodBackend(workdir, pool, queue=queue, poll_seconds=30, sleep=clock.sleep,
                             client_factory=SimPod.factory(provider))
     elif backend == "runpod":
-        from trainergym.runpod_provider import RunpodProvider
-        from trainergym.stack import pod_install
+        from trainergym.infra.runpod_graphql import RunpodProvider
+        from trainergym.job.stack import pod_install
 
         config.env["TRAINERGYM_INSTALL"] = pod_install()  # what each job's setup installs beside it
-        from trainergym.ledger import Ledger
+        from trainergym.infra.costs import Ledger
 
         pool = PodPool(RunpodProvider(), workdir / "pods.db", config, ledger=Ledger())
         runner = PodBackend(workdir, pool, queue=JobQueue(queue_path, lease_seconds=300))
@@ -378,7 +378,7 @@ def pod_serve(
     workdir: Path = typer.Option(Path("/workspace/trainergym"), help="bundles, runs, the prime-rl checkout, the pre-score cache"),
 ) -> None:
     """Serve jobs on a GPU pod (run by the pod's bootstrap; settings come from TRAINERGYM_ENV_B64)."""
-    from trainergym.pod_service import serve
+    from trainergym.host.pod_service import serve
 
     serve(workdir, host, port)
 
@@ -389,7 +389,7 @@ def costs(
     as_json: bool = JSON,
 ) -> None:
     """The cost ledger: model calls and GPU bills, with where each dollar figure came from."""
-    from trainergym.ledger import Ledger
+    from trainergym.infra.costs import Ledger
 
     ledger = Ledger()
     rows = ledger.rows(episode) if episode else ledger.by_source()
@@ -409,8 +409,8 @@ def costs(
 @app.command("families")
 def list_families(as_json: bool = JSON) -> None:
     """List the installed task families with held-out flags and untrained baselines."""
-    from trainergym import baselines
-    from trainergym.tasks import families
+    from trainergym.task import baselines
+    from trainergym.task.spec import families
 
     rows = []
     for fid, fam in sorted(families().items()):
@@ -437,9 +437,8 @@ def doctor(as_json: bool = JSON) -> None:
     one runs (TRAINERGYM_SANDBOX), how a sandbox's totals are held, the data directory's modes."""
     import stat
 
-    from trainergym import hidden
-    from trainergym.cgroup import Cgroup
-    from trainergym.sandbox import Sandbox, requested_mode
+    from trainergym.probe.cgroup import Cgroup
+    from trainergym.probe.sandbox import Sandbox, requested_mode
 
     try:
         chosen = Sandbox(mode=requested_mode())
@@ -450,7 +449,7 @@ def doctor(as_json: bool = JSON) -> None:
     group = Cgroup.create(64 << 20, 8)
     if group is not None:
         group.remove()
-    data = hidden.data_dir()
+    data = data_dir()
     files = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in [data, *sorted(data.iterdir())] if p.exists()} \
         if data.is_dir() else {}
     out = {"requested": chosen.requested, "runs": chosen.kind, "confinement": chosen.describe(), "modes": modes,

@@ -44,10 +44,10 @@ from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 from trainergym.agents.llm import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
 from trainergym.backends import Backend, make_backend, shared_backend
-from trainergym.env import AsyncTrainerEnv
-from trainergym.reward import NO_SUBMISSION_TOTAL
-from trainergym.tasks import families as installed_families
-from trainergym.tasks import get_family, load_task
+from trainergym.env.core import AsyncTrainerEnv
+from trainergym.env.reward import NO_SUBMISSION_TOTAL
+from trainergym.task.spec import families as installed_families
+from trainergym.task.spec import get_family, load_task
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 `vf-eval trainergym ...` scores a model as a trainer and prime-rl trains a trainer agent from the
 same taskset (the id resolves to `TrainerTaskset` through the `trainergym` package's `__all__`).
 Each task is one trainer task (a family, or a task file) at one seed; its prompt is the env's
-task observation. `TrainerToolset` is the agent's tools (`trainergym.tools.TOOLS`, advertised
+task observation. `TrainerToolset` is the agent's tools (`trainergym.env.tools.TOOLS`, advertised
 under their own names): each rollout gets a fresh `AsyncTrainerEnv`, and each tool call is one
 env step, so under verifiers every call costs a turn of the task's budget.
 
@@ -18,7 +18,7 @@ line changes nothing), which is what `AsyncTrainerEnv.end("the model stopped")` 
 point: an episode the model leaves unfinished scores as the env scores it truncated there
 (-0.1 with no submission). A `@vf.stop` ends the rollout when the episode ends.
 
-The hidden-eval scorer (`trainergym.scorer.play`) plays this taskset in process as well, which
+The hidden-eval scorer (`trainergym.host.scorer.play`) plays this taskset in process as well, which
 is how the tests evaluate it offline: `vf-eval`'s harness needs PyPI for its uv script.
 """
 
@@ -38,10 +38,10 @@ from verifiers.v1.task import task_key
 from verifiers.v1.types import content_text
 
 from trainergym.agents.llm import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
-from trainergym.env import AsyncTrainerEnv
-from trainergym.reward import NO_SUBMISSION_TOTAL, RewardBreakdown
-from trainergym.tasks import TaskSpec, families, load_task
-from trainergym.tools import TOOLS, EditFile, ListFiles, ReadFile, WriteFile
+from trainergym.env.core import AsyncTrainerEnv
+from trainergym.env.reward import NO_SUBMISSION_TOTAL, RewardBreakdown
+from trainergym.task.spec import TaskSpec, families, load_task
+from trainergym.env.tools import TOOLS, EditFile, ListFiles, ReadFile, WriteFile
 
 __all__ = ["TrainerTaskset"]
 
@@ -96,7 +96,7 @@ def _arg(model, name: str):
 
 
 def _tool(fn):
-    """`vf.tool`, described as `trainergym.tools.TOOLS` describes it (one text for both faces)."""
+    """`vf.tool`, described as `trainergym.env.tools.TOOLS` describes it (one text for both faces)."""
     fn.__doc__ = TOOLS[fn.__name__].description
     return vf.tool(fn)
 

@@ -8,7 +8,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from trainergym.env import AsyncTrainerEnv
+from trainergym.env.core import AsyncTrainerEnv
 
 
 @dataclass

@@ -6,7 +6,7 @@ connections with exponential backoff (honouring `retry-after`). Each tool call t
 answered with its own tool message; a malformed call (arguments that are not JSON, an unknown
 tool) comes back as an error observation, as the env reports it, and costs the turn.
 
-Metering: every call's tokens and dollars go to the ledger (`trainergym.ledger`). Before each
+Metering: every call's tokens and dollars go to the ledger (`trainergym.infra.costs`). Before each
 call the agent bounds what it could cost: prompt tokens at most the last call's prompt and
 completion tokens plus one token per byte added since (plus template overhead), completion at
 most `max_tokens`. If that bound would pass the episode's budget the agent stops instead, and
@@ -23,7 +23,7 @@ from pathlib import Path
 from openai import APIError, AsyncOpenAI
 
 from trainergym.agents import Stop
-from trainergym.ledger import Ledger, Price, load_prices
+from trainergym.infra.costs import Ledger, Price, load_prices
 
 SYSTEM_PROMPT = (
     "You are an expert in reinforcement-learning post-training. You write complete training jobs "

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainergym.tasks import get_family
+from trainergym.task.spec import get_family
 
 
 def reference_job_files(family_id: str) -> dict[str, str]:

@@ -14,10 +14,10 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from trainergym.job import JobBundle
-from trainergym.queue import Job, JobQueue
-from trainergym.stack import PIN, StackPin
-from trainergym.tasks import TaskSpec
+from trainergym.job.bundle import JobBundle
+from trainergym.infra.queue import Job, JobQueue
+from trainergym.job.stack import PIN, StackPin
+from trainergym.task.spec import TaskSpec
 
 
 class JobHandle(BaseModel):
@@ -67,7 +67,7 @@ class Backend(Protocol):
 
 
 def result_from_job(job: Job) -> JobResult:
-    """The JobResult of a finished job of the durable queue (`trainergym.queue.Job`)."""
+    """The JobResult of a finished job of the durable queue (`trainergym.infra.queue.Job`)."""
     r = job.result or {}
     status = "succeeded" if job.state == "done" else ("cancelled" if job.failure_reason == "cancelled" else "failed")
     return JobResult(job_id=job.id, content_hash=job.content_hash, status=status,

@@ -1,6 +1,6 @@
 """The local backend: runs validated jobs on this host's GPUs with the runner.
 
-Jobs go through the durable queue (`trainergym.queue`), so a crash of this process loses none:
+Jobs go through the durable queue (`trainergym.infra.queue`), so a crash of this process loses none:
 a restarted backend on the same database picks up what was queued and re-runs what lost its
 lease. One worker thread per concurrent job leases a job, runs `Runner` on it while
 heartbeating, and records the result. The hidden eval is handed to the runner only after
@@ -15,13 +15,14 @@ import threading
 import uuid
 from pathlib import Path
 
-from trainergym import gpu as gpus
-from trainergym import hidden, stack
+from trainergym.job import gpu as gpus
+from trainergym.task import hidden
+from trainergym.job import stack
 from trainergym.backends import JobHandle, JobResult, QueueBackend, result_from_job
-from trainergym.job import JobBundle
-from trainergym.queue import Job, JobQueue
-from trainergym.runner import Commands, Runner, Timeouts
-from trainergym.tasks import TaskSpec, load_task
+from trainergym.job.bundle import JobBundle
+from trainergym.infra.queue import Job, JobQueue
+from trainergym.host.runner import Commands, Runner, Timeouts
+from trainergym.task.spec import TaskSpec, load_task
 
 
 def detect_gpus() -> tuple[str, int]:

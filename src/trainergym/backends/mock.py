@@ -23,10 +23,12 @@ import random
 import uuid
 from dataclasses import dataclass
 
-from trainergym import baselines, gpu, hidden
+from trainergym.task import baselines, hidden
+
+from trainergym.job import gpu
 from trainergym.backends import JobHandle, JobResult
-from trainergym.job import JobBundle, PrimeRL
-from trainergym.tasks import TaskSpec, get_family
+from trainergym.job.bundle import JobBundle, PrimeRL
+from trainergym.task.spec import TaskSpec, get_family
 
 # Surrogate constants: assumptions chosen to rank jobs as training would, none fitted to real
 # runs (docs/mock-backend.md gives each one's reading).

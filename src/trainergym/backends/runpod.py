@@ -23,11 +23,11 @@ from pathlib import Path
 
 import httpx
 
-from trainergym import hidden
+from trainergym.task import hidden
 from trainergym.backends import JobHandle, QueueBackend
-from trainergym.pod_service import PodClient
-from trainergym.pool import AuthError, Pod, PodPool, PoolExhausted, ProviderError
-from trainergym.queue import Job, JobQueue
+from trainergym.host.pod_service import PodClient
+from trainergym.infra.pool import AuthError, Pod, PodPool, PoolExhausted, ProviderError
+from trainergym.infra.queue import Job, JobQueue
 
 
 class PodBackend(QueueBackend):

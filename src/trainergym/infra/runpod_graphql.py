@@ -14,7 +14,7 @@ import json
 import os
 import re
 
-from trainergym.pool import AuthError, CapacityError, PodInfo, ProviderError, Rung, TransientError
+from trainergym.infra.pool import AuthError, CapacityError, PodInfo, ProviderError, Rung, TransientError
 
 # Runpod's HTTP proxy; tests inject a template that reaches a local fake pod.
 PROXY_URL = "https://{pod_id}-{port}.proxy.runpod.net"
@@ -66,7 +66,7 @@ class RunpodProvider:
             raise AuthError("set RUNPOD_API_KEY to use the runpod backend")
         self.runpod.api_key = key
         if bootstrap is None:
-            from trainergym.stack import pod_install
+            from trainergym.job.stack import pod_install
 
             bootstrap = POD_BOOTSTRAP.format(install=pod_install(), port=port)
         self.image, self.proxy_url, self.port, self.bootstrap = image, proxy_url, port, bootstrap

@@ -31,15 +31,15 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from trainergym import baselines
-from trainergym.actions import ActionError, ToolCall, parse_action
+from trainergym.task import baselines
+from trainergym.env.actions import ActionError, ToolCall, parse_action
 from trainergym.backends import Backend, JobResult, make_backend
-from trainergym.job import JOB_FILE, content_hash, parse_job
-from trainergym.probe import ProbeReport, probe
-from trainergym.reward import RewardBreakdown, episode_reward
-from trainergym.tasks import TaskSpec, load_task
-from trainergym.tools import TOOLS, ToolOutcome, run_workspace_tool, validate_args
-from trainergym.workspace import Limits, Workspace, WorkspaceError, lay_out
+from trainergym.job.bundle import JOB_FILE, content_hash, parse_job
+from trainergym.probe.checks import ProbeReport, probe
+from trainergym.env.reward import RewardBreakdown, episode_reward
+from trainergym.task.spec import TaskSpec, load_task
+from trainergym.env.tools import TOOLS, ToolOutcome, run_workspace_tool, validate_args
+from trainergym.env.workspace import Limits, Workspace, WorkspaceError, lay_out
 
 ENV_ID = "trainergym/WriteTrainingJob-v0"
 DEFAULT_TASK = "calc_chain"
@@ -402,4 +402,4 @@ class TrainerEnv(gym.Env):
 
 def register() -> None:
     if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="trainergym.env:TrainerEnv", disable_env_checker=False)
+        gym.register(id=ENV_ID, entry_point="trainergym.env.core:TrainerEnv", disable_env_checker=False)

@@ -19,8 +19,8 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trainergym.stack import PIN, StackPin
-from trainergym.tasks import TaskSpec
+from trainergym.job.stack import PIN, StackPin
+from trainergym.task.spec import TaskSpec
 
 JOB_FILE = "job.toml"
 TASKSET_DIR = "taskset"

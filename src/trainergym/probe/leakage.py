@@ -28,8 +28,8 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 
-from trainergym import hidden
-from trainergym.tasks import get_family
+from trainergym.task import hidden
+from trainergym.task.spec import get_family
 
 STRONG_BITS = 56.0  # containment alone is a leak
 WEAK_BITS = 28.0  # containment plus the same answer is a leak

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainergym.stack import PIN, PRIME_RL_COMMIT, PRIME_RL_REPO
+from trainergym.job.stack import PIN, PRIME_RL_COMMIT, PRIME_RL_REPO
 
 BOOTSTRAP = f"""set -euo pipefail
 exec 9>{{prime_rl}}.lock && flock 9  # jobs on one host share the checkout
@@ -50,9 +50,9 @@ class Commands:
     train: list[str] = field(default_factory=lambda: ["uv", "run", "--project", "{prime_rl}", "rl", "@", "{rl_toml}",
                                                        "--output-dir", "{run_dir}"])
     # Serves `{weights}` with vLLM and scores the family's own taskset on `{eval_file}`, writing
-    # {"score", "n"} to `{score_file}` (trainergym.scorer).
+    # {"score", "n"} to `{score_file}` (trainergym.host.scorer).
     score: list[str] = field(default_factory=lambda: ["uv", "run", "--project", "{prime_rl}", "python", "-m",
-                                                       "trainergym.scorer", "--family", "{family}", "--weights",
+                                                       "trainergym.host.scorer", "--family", "{family}", "--weights",
                                                        "{weights}", "--base-model", "{model}", "--items", "{eval_file}",
                                                        "--out", "{score_file}"])
 

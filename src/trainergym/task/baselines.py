@@ -14,7 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, model_validator
 
-BASELINES_FILE = Path(__file__).parent / "data" / "baselines.toml"
+from trainergym.paths import PACKAGE_DATA
+
+BASELINES_FILE = PACKAGE_DATA / "baselines.toml"
 
 
 class Baseline(BaseModel):

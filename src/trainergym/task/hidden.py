@@ -30,9 +30,8 @@ import threading
 import warnings
 from pathlib import Path
 
-import platformdirs
-
-from trainergym.tasks import Example, get_family
+from trainergym.paths import data_dir
+from trainergym.task.spec import Example, get_family
 
 HIDDEN_EVAL_SIZE = 200
 MIN_SECRET_BITS = 128
@@ -40,30 +39,6 @@ MIN_SECRET_BITS = 128
 
 class WeakSeedWarning(UserWarning):
     """A pinned secret short enough to guess."""
-
-
-def data_dir() -> Path:
-    """The data directory (it holds the secrets, the job queue and the ledger), created 0700 on
-    first use by whichever caller comes first. The default location is also tightened to 0700
-    if an older version left it open to others; a `TRAINERGYM_DATA_DIR` the user chose and
-    created is left as it is (the secret files in it are 0600 either way)."""
-    chosen = os.environ.get("TRAINERGYM_DATA_DIR")
-    path = Path(chosen or platformdirs.user_data_dir("trainergym"))
-    try:
-        if not path.is_dir():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                path.mkdir(mode=0o700)
-                os.chmod(path, 0o700)  # whatever the umask
-            except FileExistsError:
-                pass  # created concurrently
-        elif not chosen:
-            st = path.stat()
-            if st.st_mode & 0o077 and st.st_uid == os.getuid():
-                os.chmod(path, 0o700)
-    except OSError:
-        pass  # unwritable here: whoever writes there reports it
-    return path
 
 
 def _estimated_bits(secret: str) -> int:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from trainergym.agents import Agent, run_episode
 from trainergym.backends import Backend, JobHandle, JobResult
-from trainergym.env import AsyncTrainerEnv
+from trainergym.env.core import AsyncTrainerEnv
 
 
 class CappedBackend:

@@ -37,9 +37,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from trainergym.cgroup import Cgroup
+from trainergym.paths import LIBRARY
+from trainergym.probe.cgroup import Cgroup
 
-CHILD = Path(__file__).with_name("probe_child.py")
+CHILD = Path(__file__).with_name("child.py")
 CONFINE = Path(__file__).with_name("confine.py")
 SCRIPT = "main.py"  # the child's name in the spool: nothing in it says "probe" to agent code
 ANSWER, END = "A ", "E "  # the worker's marks on a relayed answer and on its end line (probe_child.py)
@@ -103,10 +104,9 @@ def code_masks() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     distribution, reference job included, in a checkout), except the modules a family lists
     as public: its eval toolset. A job may use that toolset; it must not copy the family's
     generator, solver, checker or reference job, or read the library that measures it."""
-    import trainergym
-    from trainergym.tasks import families
+    from trainergym.task.spec import families
 
-    lib = Path(trainergym.__file__).resolve().parent
+    lib = LIBRARY
     masks = {lib.parents[1] if lib.parent.name == "src" and (lib.parents[1] / "pyproject.toml").is_file() else lib}
     public = set()
     for fam in families().values():
@@ -144,7 +144,7 @@ class Sandbox:
     """Builds the command line that confines one child process, in one mode."""
 
     def __init__(self, limits: Limits = Limits(), data_dir: Path | None = None, mode: str | None = None):
-        from trainergym.hidden import data_dir as default_data_dir
+        from trainergym.paths import data_dir as default_data_dir
 
         self.limits = limits
         self.data_dir = Path(data_dir or default_data_dir()).resolve()

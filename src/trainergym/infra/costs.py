@@ -13,10 +13,10 @@ import os
 import time
 import tomllib
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-from trainergym.store import Store
+from trainergym.paths import PACKAGE_DATA
+from trainergym.infra.store import Store
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -39,7 +39,7 @@ class Price:
 def load_prices(override: Path | None = None) -> dict[str, Price]:
     """The price table: the packaged one, updated by `override` (or `TRAINERGYM_PRICES`), a TOML
     file of `["vendor/model"] input = .., output = ..`."""
-    table = tomllib.loads(resources.files("trainergym").joinpath("data/prices.toml").read_text())
+    table = tomllib.loads((PACKAGE_DATA / "prices.toml").read_text())
     path = override or (Path(os.environ["TRAINERGYM_PRICES"]) if os.environ.get("TRAINERGYM_PRICES") else None)
     if path:
         table |= tomllib.loads(Path(path).read_text())
@@ -47,7 +47,7 @@ def load_prices(override: Path | None = None) -> dict[str, Price]:
 
 
 def default_path() -> Path:
-    from trainergym.hidden import data_dir
+    from trainergym.paths import data_dir
 
     return Path(os.environ.get("TRAINERGYM_LEDGER") or data_dir() / "ledger.db")
 

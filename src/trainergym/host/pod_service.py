@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from trainergym.runner import Commands, Runner, Timeouts
+from trainergym.host.runner import Commands, Runner, Timeouts
 
 MAX_BUNDLE_BYTES = 64 << 20
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trainergym import baselines
-from trainergym.tasks import TaskSpec
-from trainergym.workspace import Workspace, WorkspaceError, utf8_problem
+from trainergym.task import baselines
+from trainergym.task.spec import TaskSpec
+from trainergym.env.workspace import Workspace, WorkspaceError, utf8_problem
 
 
 class _Args(BaseModel):

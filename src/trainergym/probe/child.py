@@ -1,6 +1,6 @@
 """The half of the validation probe that touches agent-written code: it answers, it never judges.
 
-Run as a script inside the sandbox (`trainergym.sandbox` copies it next to the job, so the
+Run as a script inside the sandbox (`trainergym.probe.sandbox` copies it next to the job, so the
 library's own source stays out of reach), never imported by the library:
 
     python probe_child.py --serve LIMITS_JSON

@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from trainergym.store import Store
+from trainergym.infra.store import Store
 
 State = Literal["queued", "leased", "running", "done", "failed"]
 ACTIVE: tuple[State, ...] = ("queued", "leased", "running")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from trainergym import gpu as gpus
-from trainergym.pool import CapacityError, PodInfo, Rung
+from trainergym.job import gpu as gpus
+from trainergym.infra.pool import CapacityError, PodInfo, Rung
 
 NO_STOCK = "There are no longer any instances available with the requested specifications."
 
@@ -113,8 +113,8 @@ class SimProvider:
 def surrogate_plan(bundle_dir: str, seed: int = 0) -> dict:
     """A job's simulated run from the mock backend's surrogate on its bundle."""
     from trainergym.backends.mock import EVAL_SECONDS, simulate
-    from trainergym.job import JobBundle, JobManifest, parse_job
-    from trainergym.tasks import load_task
+    from trainergym.job.bundle import JobBundle, JobManifest, parse_job
+    from trainergym.task.spec import load_task
 
     root = Path(bundle_dir)
     manifest = JobManifest.model_validate_json((root / "manifest.json").read_text())

@@ -14,7 +14,7 @@ import itertools
 import re
 from collections import Counter
 
-from trainergym import leakage
+from trainergym.probe import leakage
 
 HALF = 0.5  # a transform in at least this share of the tasks (and MIN_TASKS of them) is a hint
 MIN_TASKS = 20

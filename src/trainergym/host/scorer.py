@@ -2,7 +2,7 @@
 
 Runs on the GPU host after training, in prime-rl's environment (where vLLM and verifiers are):
 
-    python -m trainergym.scorer --family F --weights W --items hidden.jsonl --out score.json
+    python -m trainergym.host.scorer --family F --weights W --items hidden.jsonl --out score.json
 
 It serves `W` (a hub id for the base model, or a broadcast directory for trained weights) with
 vLLM on loopback, loads the family's own verifiers taskset over the items file
@@ -178,7 +178,7 @@ async def score(family_id: str, items_file: Path, base_url: str, model: str = SE
     """Mean reward of the model at `base_url` over the items; every item is played once."""
     from openai import AsyncOpenAI
 
-    from trainergym.tasks import get_family
+    from trainergym.task.spec import get_family
 
     taskset_cls, config, tasks = load_tasks(family_id, items_file)
     tool_specs = get_family(family_id).EVAL_TOOLS
@@ -198,7 +198,7 @@ async def score(family_id: str, items_file: Path, base_url: str, model: str = SE
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m trainergym.scorer", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m trainergym.host.scorer", description=__doc__.split("\n\n")[0])
     p.add_argument("--family", required=True)
     p.add_argument("--weights", required=True, help="hub id or weights directory to serve")
     p.add_argument("--items", required=True, type=Path, help="JSONL item rows (the hidden eval)")

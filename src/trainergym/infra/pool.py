@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from trainergym.store import Store
+from trainergym.infra.store import Store
 
 
 class ProviderError(Exception):
@@ -114,7 +114,7 @@ class PoolExhausted(Exception):
 class PodPool:
     def __init__(self, provider: PodProvider, db: Path | str, config: PoolConfig | None = None,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep, ledger=None):
-        """`ledger`: the installation's cost ledger (`trainergym.ledger.Ledger`), which also
+        """`ledger`: the installation's cost ledger (`trainergym.infra.costs.Ledger`), which also
         receives every pod's bill; a simulated fleet leaves it out."""
         self.provider, self.db, self.config = provider, str(db), config or PoolConfig()
         self.clock, self.sleep, self.ledger = clock, sleep, ledger

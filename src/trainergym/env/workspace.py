@@ -18,6 +18,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from trainergym.paths import PACKAGE_DATA
+
 
 class WorkspaceError(Exception):
     """A refused file operation; the message is shown to the agent."""
@@ -180,7 +182,7 @@ class Workspace:
         """None if every file name in the workspace is UTF-8 and every file a job bundle takes
         (job.toml and taskset/, minus `__pycache__`) holds UTF-8 text; else one line saying
         which file is not."""
-        from trainergym.job import BUNDLED
+        from trainergym.job.bundle import BUNDLED
 
         for rel in self.files():
             if utf8_problem(rel):
@@ -214,7 +216,7 @@ class Workspace:
             shutil.copyfile(self.root / rel, out, follow_symlinks=False)
 
 
-TEMPLATES = Path(__file__).parent / "data"
+TEMPLATES = PACKAGE_DATA
 READ_ONLY = ("INSTRUCTIONS.md", "eval_tools.json")
 
 
@@ -222,9 +224,9 @@ def lay_out(root: Path, task, limits: Limits = Limits()) -> Workspace:
     """A fresh workspace for `task` (a TaskSpec): instructions, job.toml template, eval tools."""
     import json
 
-    from trainergym.hidden import HIDDEN_EVAL_SIZE
-    from trainergym.tasks import get_family
-    from trainergym.stack import VERIFIERS_VERSION
+    from trainergym.task.hidden import HIDDEN_EVAL_SIZE
+    from trainergym.task.spec import get_family
+    from trainergym.job.stack import VERIFIERS_VERSION
 
     b = task.bounds
     module, _, cls = task.eval_toolset.partition(":")

@@ -4,7 +4,7 @@ It catches on a CPU every defect of a job that can be caught there, and explains
 named `ProbeItem` (pass / fail / warn / skip, message, hint) the agent can act on.
 
 **The probe judges; the job only answers.** Agent code runs only in the confined child
-(`probe_child.py`, inside `trainergym.sandbox`), which hands back data: the job's tasks
+(`probe_child.py`, inside `trainergym.probe.sandbox`), which hands back data: the job's tasks
 (prompt, system prompt, answer, world), one reward per rollout it is given, and its tools'
 answers to given calls. Every judgment, and every number in the manifest that the surrogate
 pays for, is computed here, in a process that never imported agent code:
@@ -18,11 +18,11 @@ pays for, is computed here, in a process that never imported agent code:
   on the job's answer): the verified and readable shares, the skills of verified items;
 - tools: the job's tools, given the family solver's calls on fresh items, answer what the eval
   tools answer;
-- rewards (`trainergym.adversary`): on fresh items and on the job's own verified items, mixed and
+- rewards (`trainergym.probe.adversary`): on fresh items and on the job's own verified items, mixed and
   unlabelled, the correct rollout is paid more than every wrong or adversarial reply, and no
   adversarial reply more than the plain wrong answer it dresses up; rewards never raise and stay
   in [0, 1];
-- leakage (`trainergym.leakage`): no task matches a hidden-eval item by text, by the family
+- leakage (`trainergym.probe.leakage`): no task matches a hidden-eval item by text, by the family
   solver's trace, or by content (numbers and entities), reported without saying which;
 - config: bounds, memory fit on the task's GPU class, the rendered rl.toml complete, and (when
   available) prime-rl's own config schema.
@@ -54,11 +54,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from trainergym import adversary, giveaway, gpu, hidden, leakage, stack
-from trainergym.job import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
+from trainergym.probe import adversary, giveaway, leakage
+
+from trainergym.job import gpu, stack
+
+from trainergym.task import hidden
+from trainergym.job.bundle import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
                             render_rl_toml, write_manifest)
-from trainergym.sandbox import Limits, Sandbox, WarmWorker, WorkerError, requested_mode, run_once
-from trainergym.tasks import TaskSpec, get_family
+from trainergym.probe.sandbox import Limits, Sandbox, WarmWorker, WorkerError, requested_mode, run_once
+from trainergym.task.spec import TaskSpec, get_family
 
 MIN_TASKS = 32
 VERIFY_SAMPLE = 500  # tasks verified by the family's code, drawn across the whole taskset
