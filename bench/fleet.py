@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import json
 import random
 import shutil
 import tempfile
@@ -27,13 +26,14 @@ from trainergym.backends.fleet import Clock, SimConfig, SimPod, SimProvider, log
 from trainergym.infra.pool import DEFAULT_LADDER, PodPool, PoolConfig
 from trainergym.infra.queue import JobQueue
 
+MODEL = "Qwen/Qwen3-1.7B"
+
 
 def run(pods: int, jobs: int, die_rate: float, oos: float, seed: int = 0, poll: float = 30.0) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="tg-fleet-"))
     atexit.register(shutil.rmtree, tmp, ignore_errors=True)
     bundle = tmp / "bundle"
     bundle.mkdir()
-    (bundle / "manifest.json").write_text(json.dumps({"family": "calc_chain", "base_model": "Qwen/Qwen3-1.7B"}))
     clock = Clock()
     rng = random.Random(seed)
 
@@ -49,12 +49,12 @@ def run(pods: int, jobs: int, die_rate: float, oos: float, seed: int = 0, poll: 
     queue = JobQueue(tmp / "jobs.db", clock=clock, lease_seconds=1800)
     backend = PodBackend(tmp, pool, queue=queue, poll_seconds=poll, sleep=clock.sleep, client_factory=SimPod.factory(provider, plan))
     for i in range(jobs):
-        queue.enqueue(f"hash-{i}", "calc_chain", bundle)
+        queue.enqueue(f"hash-{i}", "calc_chain", bundle, family="calc_chain", base_model=MODEL)
     started = time.perf_counter()
     backend.drain(once=True)
     wall = time.perf_counter() - started
     done = queue.jobs("done")
-    job_seconds = sum(j.result["train_seconds"] + 120.0 for j in done)
+    job_seconds = sum(j.result.train_seconds + 120.0 for j in done)
     billed_seconds = sum(((p.terminated if p.terminated is not None else clock()) - p.created) for p in provider.pods.values())
     return {
         "pods": pods, "jobs": jobs, "done": len(done), "failed": len(queue.jobs("failed")),

@@ -18,17 +18,6 @@ import pytest  # noqa: E402
 from trainergym.task.spec import load_task  # noqa: E402
 
 
-def _bwrap() -> bool:
-    from trainergym.probe.sandbox import Sandbox
-
-    return Sandbox().kind == "bwrap"
-
-
-# Tests of what only bubblewrap guarantees (hidden files, process caps) need it installed
-# (`apt-get install bubblewrap`; .ci/run does it); elsewhere they are skipped with this reason.
-requires_bwrap = pytest.mark.skipif(not _bwrap(), reason="bubblewrap is not installed (apt-get install bubblewrap)")
-
-
 @pytest.fixture(scope="session")
 def task():
     return load_task("calc_chain")
@@ -41,11 +30,3 @@ def reference_files():
     return reference_job_files("calc_chain")
 
 
-def write_job(root, files):
-    """Write {relative path: content} under root."""
-    from pathlib import Path
-
-    for rel, content in files.items():
-        path = Path(root) / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content)

@@ -79,14 +79,15 @@ def test_probe_command_exit_status_and_json(tmp_path):
 
 def test_jobs_lists_and_inspects_the_queue(tmp_path):
     from trainergym.infra.queue import JobQueue
+    from trainergym.job.result import RunResult
 
     q = JobQueue(tmp_path / "jobs.db")
-    job = q.enqueue("h", "calc_chain", "/b")
+    job = q.enqueue("h", "calc_chain", "/b", family="calc_chain", base_model="Qwen/Qwen3-1.7B")
     q.lease("w")
-    q.complete(job.id, "w", {"post": 0.81})
+    q.complete(job.id, "w", RunResult(status="succeeded", pre=0.5, post=0.81))
     out = subprocess.run([str(BIN), "jobs", "--db", str(tmp_path / "jobs.db"), "--json"], capture_output=True, text=True)
     data = json.loads(out.stdout)
-    assert data["counts"] == {"done": 1} and data["jobs"][0]["result"] == {"post": 0.81}
+    assert data["counts"] == {"done": 1} and data["jobs"][0]["result"]["post"] == 0.81
     one = subprocess.run([str(BIN), "jobs", job.id, "--db", str(tmp_path / "jobs.db")], capture_output=True, text=True)
     assert json.loads(one.stdout)["state"] == "done"
     table = subprocess.run([str(BIN), "jobs", "--db", str(tmp_path / "jobs.db")], capture_output=True, text=True).stdout
@@ -94,7 +95,7 @@ def test_jobs_lists_and_inspects_the_queue(tmp_path):
 
 
 def test_worker_mock_drains_fifty_jobs(tmp_path, task, reference_files):
-    from conftest import write_job
+    from tests.fakes.jobs import write_job
     from trainergym.job.bundle import build_bundle, parse_job
     from trainergym.infra.queue import JobQueue
 
@@ -104,17 +105,17 @@ def test_worker_mock_drains_fifty_jobs(tmp_path, task, reference_files):
         write_job(tmp_path / f"ws{i}", files)
         job, _ = parse_job(files["job.toml"])
         bundle = build_bundle(tmp_path / f"ws{i}", tmp_path / f"b{i}", job, task)
-        q.enqueue(bundle.manifest.content_hash, task.id, bundle.root)
+        q.enqueue(bundle.manifest.content_hash, task.id, bundle.root, family=task.family, base_model=job.job.base_model)
     out = subprocess.run([str(BIN), "worker", "--backend", "mock", "--once", "--max-pods", "8", "--db", str(tmp_path / "jobs.db"),
                           "--workdir", str(tmp_path / "work")], capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert q.counts() == {"done": 50} and "pods left: 0" in out.stdout
-    assert all(j.result["source"] == "surrogate" for j in q.jobs())
+    assert all(j.result.source == "surrogate" for j in q.jobs())
 
 
 def test_episode_with_the_llm_agent_prints_tokens_and_dollars(tmp_path, monkeypatch):
-    from fake_openai import FakeOpenAI
-    from test_llm_agent import reference_policy
+    from tests.fakes.openai_server import FakeOpenAI
+    from tests.fakes.openai_server import reference_policy
 
     prices = tmp_path / "prices.toml"
     prices.write_text('["fake-model"]\ninput = 2.0\noutput = 8.0\n')

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_job
+from tests.fakes.jobs import write_job
 from trainergym.paths import data_dir
 from trainergym import TrainerEnv
 from trainergym.task import hidden

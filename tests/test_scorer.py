@@ -5,7 +5,7 @@ import json
 import sys
 
 import pytest
-from fake_openai import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI
 
 from trainergym.task import hidden
 

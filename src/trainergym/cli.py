@@ -26,7 +26,8 @@ def main() -> None:
 TASK = typer.Option(None, help="task file (e.g. examples/tasks/calc_chain.toml)")
 FAMILY = typer.Option(None, help="family id, when no task file is given")
 AGENT = typer.Option("reference", help="reference | naive | llm")
-BACKEND = typer.Option("mock", help="mock")
+BACKEND = typer.Option("mock", help="mock (a surrogate, no GPU) | local (this host's GPUs) | runpod (rented pods; "
+                                            "jobs run once `trainergym worker --backend runpod` drains the queue)")
 RUNS_DIR = typer.Option(Path("runs"), help="where runs/<episode-id>/ are written")
 JSON = typer.Option(False, "--json", help="print one JSON object")
 REWARD_NOISE = typer.Option(True, "--reward-noise/--no-reward-noise",
@@ -53,6 +54,24 @@ def _agent_factory(agent: str, model, base_url, api_key_env, budget_usd, stream,
     return lambda: make_agent(agent, **llm)
 
 
+def _usage_error(message: str) -> typer.Exit:
+    """One line on stderr for a user error; the caller raises the returned exit (status 2)."""
+    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+def _backend(name: str, worker: bool = False, **options):
+    """The backend called `name`, or one line saying why it cannot run here (exit 2)."""
+    from trainergym.backends import BackendUnavailable, make_backend
+
+    if name == "fleet" and not worker:
+        raise _usage_error("the fleet backend is the worker's simulated fleet: use `trainergym worker --backend mock`")
+    try:
+        return make_backend(name, **options)
+    except (ValueError, BackendUnavailable) as e:
+        raise _usage_error(str(e)) from None
+
+
 def _options(task: Optional[Path], family: Optional[str]) -> Optional[dict]:
     if task is not None and family is not None:
         raise typer.BadParameter("give --task or --family, not both")
@@ -74,12 +93,11 @@ def episode(
 ) -> None:
     """Run one episode and show its reward breakdown (and, for the llm agent, tokens and dollars)."""
     from trainergym.agents import run_episode
-    from trainergym.backends import make_backend
     from trainergym.env.core import AsyncTrainerEnv
 
     options = _options(task, family)
     the_agent = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)()
-    env = AsyncTrainerEnv(backend=make_backend(backend, seed=seed), runs_dir=runs_dir, reward_noise=reward_noise)
+    env = AsyncTrainerEnv(backend=_backend(backend, seed=seed), runs_dir=runs_dir, reward_noise=reward_noise)
     try:
         info = asyncio.run(run_episode(env, the_agent, seed=seed, options=options))
     finally:
@@ -140,9 +158,9 @@ def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_job
               reward_noise: bool = True):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from trainergym.backends import make_backend
     from trainergym.agents.batch import run_many
 
+    chosen = _backend(backend, seed=seed)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as progress:
         bar = progress.add_task("episodes", total=n)
@@ -150,7 +168,7 @@ def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_job
         def done(summary) -> None:
             progress.update(bar, advance=1, description=f"last: {summary.reward:+.3f}" if summary.error is None else "last: crashed")
 
-        return asyncio.run(run_many(make, make_backend(backend, seed=seed), n, options, concurrency, max_gpu_jobs, seed,
+        return asyncio.run(run_many(make, chosen, n, options, concurrency, max_gpu_jobs, seed,
                                     runs_dir, on_done=done, reward_noise=reward_noise))
 
 
@@ -290,65 +308,39 @@ def jobs(
     for col in ("id", "task", "state", "attempts", "owner", "post / reason"):
         table.add_column(col)
     for j in rows:
-        outcome = f"{j.result.get('post')}" if j.result else (j.failure_reason or "")
+        outcome = "" if j.result is None else (f"{j.result.post}" if j.state == "done" else j.result.failure_reason or "")
         table.add_row(j.id, j.task_id, j.state, f"{j.attempts}/{j.max_attempts}", j.owner or "", outcome)
     console.print(table)
 
 
 @app.command("worker")
 def worker(
-    backend: str = typer.Option("mock", help="runpod | local | mock (simulated pods on a virtual clock)"),
-    max_pods: int = typer.Option(16, help="cap on pods (runpod, mock) or concurrent jobs (local)"),
+    backend: str = typer.Option("mock", help="runpod (rented pods) | local (this host's GPUs) | mock (the runpod "
+                                             "dispatcher on simulated pods and a virtual clock)"),
+    max_pods: int = typer.Option(16, min=1, help="cap on pods (runpod, mock) or concurrent jobs (local)"),
     once: bool = typer.Option(False, "--once", help="exit when the queue is empty and no pod is left"),
-    ladder: Optional[Path] = typer.Option(None, help="TOML file of [[rung]] gpu_type, gpu_count, cloud"),
+    ladder: Optional[Path] = typer.Option(None, help="TOML file of [[rung]] tables: gpu_type, gpu_count, cloud"),
     db: Optional[Path] = typer.Option(None, help="queue database (default: <data dir>/jobs.db)"),
     workdir: Optional[Path] = typer.Option(None, help="where bundles, pod state and runs live (default: <data dir>/worker)"),
     seed: int = typer.Option(0, help="seed of the simulated fleet (mock)"),
 ) -> None:
     """Drain the job queue on GPUs, with a live view of pods and jobs."""
-    import tomllib
-
     from rich.live import Live
 
-    from trainergym.infra.pool import DEFAULT_LADDER, PodPool, PoolConfig, Rung
-    from trainergym.infra.queue import JobQueue
-
-    workdir = workdir or data_dir() / "worker"
-    queue_path = db or data_dir() / "jobs.db"
-    rungs = tuple(Rung(**r) for r in tomllib.loads(ladder.read_text())["rung"]) if ladder else DEFAULT_LADDER
+    if backend not in ("runpod", "local", "mock"):
+        raise _usage_error(f"unknown worker backend {backend!r}; available: runpod, local, mock")
+    # A worker drains the queue: its `mock` is the simulated fleet, not the in-process surrogate.
+    runner = _backend("fleet" if backend == "mock" else backend, worker=True, seed=seed, workdir=workdir, queue=db,
+                      max_jobs=max_pods, ladder=ladder)
+    simulated = " (simulated)" if backend == "mock" else ""
     if backend == "local":
-        from trainergym.backends.local import LocalBackend
-
-        LocalBackend(workdir, queue=JobQueue(queue_path), concurrency=max_pods).drain(once=once)
-        console.print(f"queue: {JobQueue(queue_path).counts()}")
+        runner.drain(once=once)
+        console.print(f"queue: {runner.queue.counts()}")
         return
-    from trainergym.backends.runpod import PodBackend
-
-    config = PoolConfig(max_pods=max_pods, ladder=rungs)
-    if backend == "mock":
-        from trainergym.backends.fleet import Clock, SimConfig, SimPod, SimProvider
-
-        clock = Clock()
-        provider = SimProvider(clock, SimConfig(seed=seed))
-        pool = PodPool(provider, workdir / "pods.db", config, clock=clock, sleep=clock.sleep)
-        queue = JobQueue(queue_path, clock=clock, lease_seconds=600)
-        runner = PodBackend(workdir, pool, queue=queue, poll_seconds=30, sleep=clock.sleep,
-                            client_factory=SimPod.factory(provider))
-    elif backend == "runpod":
-        from trainergym.infra.runpod_graphql import RunpodProvider
-        from trainergym.job.stack import pod_install
-
-        config.env["TRAINERGYM_INSTALL"] = pod_install()  # what each job's setup installs beside it
-        from trainergym.infra.costs import Ledger
-
-        pool = PodPool(RunpodProvider(), workdir / "pods.db", config, ledger=Ledger())
-        runner = PodBackend(workdir, pool, queue=JobQueue(queue_path, lease_seconds=300))
-    else:
-        raise typer.BadParameter(f"unknown backend {backend!r}: runpod, local or mock")
+    pool = runner.pool
 
     def view() -> Table:
-        table = Table(title=f"{backend} worker: jobs {runner.queue.counts()}  billed ${pool.billed_usd():.2f}"
-                            + (" (simulated)" if backend == "mock" else ""))
+        table = Table(title=f"{backend} worker: jobs {runner.queue.counts()}  billed ${pool.billed_usd():.2f}{simulated}")
         for col in ("pod", "gpu", "state", "job"):
             table.add_column(col)
         for pod in pool.live:
@@ -367,8 +359,7 @@ def worker(
             runner.drain(once=once)
         except KeyboardInterrupt:
             pass
-    console.print(f"queue: {runner.queue.counts()}; pods left: {len(pool.live)}; billed ${pool.billed_usd():.2f}"
-                  + (" (simulated)" if backend == "mock" else ""))
+    console.print(f"queue: {runner.queue.counts()}; pods left: {len(pool.live)}; billed ${pool.billed_usd():.2f}{simulated}")
 
 
 @app.command("pod-serve")

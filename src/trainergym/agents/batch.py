@@ -16,46 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainergym.agents import Agent, run_episode
-from trainergym.backends import Backend, JobHandle, JobResult
+from trainergym.backends import Backend
+from trainergym.backends.capped import CappedBackend
 from trainergym.env.core import AsyncTrainerEnv
-
-
-class CappedBackend:
-    """A backend with at most `limit` jobs between submit and result (or cancel)."""
-
-    def __init__(self, inner: Backend, limit: int):
-        self.inner, self.name = inner, inner.name
-        self._slots = asyncio.Semaphore(limit)
-        self._held: set[str] = set()
-        self.peak = 0
-
-    async def submit(self, bundle, task) -> JobHandle:
-        await self._slots.acquire()
-        try:
-            handle = await self.inner.submit(bundle, task)
-        except BaseException:
-            self._slots.release()
-            raise
-        self._held.add(handle.job_id)
-        self.peak = max(self.peak, len(self._held))
-        return handle
-
-    def _free(self, handle: JobHandle) -> None:
-        if handle.job_id in self._held:
-            self._held.discard(handle.job_id)
-            self._slots.release()
-
-    async def result(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
-        try:
-            return await self.inner.result(handle, timeout=timeout)
-        finally:
-            self._free(handle)
-
-    async def cancel(self, handle: JobHandle) -> None:
-        try:
-            await self.inner.cancel(handle)
-        finally:
-            self._free(handle)
 
 
 @dataclass

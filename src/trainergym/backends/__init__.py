@@ -1,63 +1,59 @@
 """Backends train a validated job and score it before and after on the hidden eval.
 
-The whole contract is `Backend`: submit a bundle, get a handle, await its result, cancel.
-Implementations: `mock` (a documented surrogate, no GPU), `local` (the runner on this host's
-GPUs, through the durable queue). Later: `runpod`.
+The whole contract is `Backend`: submit a bundle, get a handle, await its `RunResult`, cancel.
+Every backend is built the same way, by name, from one `BackendOptions`:
+
+    backend = make_backend("mock", seed=0)
+
+- `mock`: a documented surrogate (`backends.mock`), no GPU; its results say `surrogate`.
+- `local`: the runner on this host's GPUs, through the durable queue (`backends.local`).
+- `runpod`: a warm pool of rented Runpod pods, through the durable queue (`backends.runpod`);
+  jobs run once `trainergym worker --backend runpod` drains the queue.
+- `fleet`: the runpod backend on simulated pods and a virtual clock (`backends.fleet`);
+  surrogate results, for the pool's tests and benchmarks.
+
+A backend that cannot start here (no GPU, no API key, a missing extra) raises
+`BackendUnavailable` with one line saying why and what to do.
+
+Zone: the library and the dispatcher. Backends may import `task`, `job`, `infra` and `host`;
+never `env`, `probe`, `agents` or `adapters`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import shutil
+import importlib
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
-from trainergym.job.bundle import JobBundle
-from trainergym.infra.queue import Job, JobQueue
-from trainergym.job.stack import PIN, StackPin
-from trainergym.task.spec import TaskSpec
+from trainergym.job.result import RunResult
+
+if TYPE_CHECKING:
+    from trainergym.job.bundle import JobBundle
+    from trainergym.task.spec import TaskSpec
 
 
 class JobHandle(BaseModel):
+    """What `submit` returns: enough to ask for the job's result or cancel it."""
+
     job_id: str
     content_hash: str
     backend: str
 
 
-class JobResult(BaseModel):
-    """`result.json`: what one job produced. `source` says whether the figures were
-    measured by real training or computed by a surrogate (the mock backend)."""
-
-    job_id: str
-    content_hash: str
-    status: Literal["succeeded", "failed", "cancelled"]
-    failure_reason: str | None = None
-    base_model: str
-    pre: float | None = None
-    post: float | None = None
-    eval_n: int = 0
-    train_seconds: float | None = None
-    steps_done: int = 0
-    gpu: str
-    gpu_count: int
-    cost_usd: float = 0.0
-    log_tail: str = ""
-    stack: StackPin = PIN
-    source: Literal["measured", "surrogate"]
-    details: dict = {}
-
-
-@runtime_checkable
 class Backend(Protocol):
+    """Trains validated jobs. Implementations must be safe to share across concurrent episodes
+    of one event loop, and must never show a job's code the hidden eval."""
+
     name: str
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
-        """Queue a validated job; returns at once."""
+        """Queue a validated job; returns at once. A byte-identical bundle may be answered
+        with the result of its earlier run."""
         ...
 
-    async def result(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
+    async def result(self, handle: JobHandle, timeout: float | None = None) -> RunResult:
         """Wait for the job's result (raises TimeoutError after `timeout` seconds)."""
         ...
 
@@ -66,74 +62,58 @@ class Backend(Protocol):
         ...
 
 
-def result_from_job(job: Job) -> JobResult:
-    """The JobResult of a finished job of the durable queue (`trainergym.infra.queue.Job`)."""
-    r = job.result or {}
-    status = "succeeded" if job.state == "done" else ("cancelled" if job.failure_reason == "cancelled" else "failed")
-    return JobResult(job_id=job.id, content_hash=job.content_hash, status=status,
-                     failure_reason=None if status == "succeeded" else job.failure_reason,
-                     base_model=r.get("base_model", ""), pre=r.get("pre"), post=r.get("post"), eval_n=r.get("eval_n", 0),
-                     train_seconds=r.get("train_seconds"), gpu=r.get("gpu", ""), gpu_count=r.get("gpu_count", 0),
-                     cost_usd=r.get("cost_usd", 0.0), log_tail=r.get("log_tail", ""), source=r.get("source", "measured"),
-                     details={"attempts": job.attempts, **({"pod": r["pod"]} if r.get("pod") else {})})
+class BackendOptions(BaseModel):
+    """Everything a backend may be configured with; each backend reads what applies to it.
+    Fields left None take the backend's default (paths under the data directory)."""
+
+    model_config = ConfigDict(extra="forbid")
+    seed: int = 0  # mock and fleet: the seed of the surrogate's noise and the simulated fleet
+    workdir: Path | None = None  # queue backends: bundles, runs, pod state (default <data dir>/worker)
+    queue: Path | None = None  # queue backends: the queue database (default <data dir>/jobs.db)
+    max_jobs: int | None = None  # local: concurrent jobs; runpod and fleet: pods
+    ladder: Path | None = None  # runpod and fleet: TOML file of [[rung]] gpu_type, gpu_count, cloud
+    gpu_class: str | None = None  # mock: the GPU class to simulate (default: the task's)
+    latency: float = 0.0  # mock: seconds a job takes
+    reuse: bool = True  # mock: answer a byte-identical resubmission with the earlier result
 
 
-class QueueBackend:
-    """What the backends that run jobs through the durable queue share: a bundle is kept under
-    `workdir/bundles/<hash>` and queued (deduplicated by hash); a result is awaited by polling."""
-
-    name: str
-    workdir: Path
-    queue: JobQueue
-    poll_seconds: float
-
-    def _enqueue(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
-        keep = self.workdir / "bundles" / bundle.manifest.content_hash
-        if not keep.exists():
-            shutil.copytree(bundle.root, keep)
-        job = self.queue.enqueue(bundle.manifest.content_hash, task.id, keep)
-        return JobHandle(job_id=job.id, content_hash=job.content_hash, backend=self.name)
-
-    async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
-        return self._enqueue(bundle, task)
-
-    async def result(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
-        async with asyncio.timeout(timeout):
-            while True:
-                job = self.queue.get(handle.job_id)
-                if job is not None and job.state in ("done", "failed"):
-                    return self._result(job)
-                await asyncio.sleep(self.poll_seconds)
-
-    def _result(self, job: Job) -> JobResult:
-        return result_from_job(job)
-
-    async def cancel(self, handle: JobHandle) -> None:
-        self.queue.cancel(handle.job_id)
+class BackendUnavailable(RuntimeError):
+    """The backend cannot start here; the message says why and what to do, in one line."""
 
 
-def make_backend(name: str, **kwargs) -> Backend:
-    if name == "mock":
-        from trainergym.backends.mock import MockBackend
+# name -> "module:factory"; a factory takes BackendOptions and returns a Backend. Imported on
+# use, so the mock never pays for httpx, the runpod SDK or the runner.
+BACKENDS = {
+    "mock": "trainergym.backends.mock:MockBackend.from_options",
+    "local": "trainergym.backends.local:LocalBackend.from_options",
+    "runpod": "trainergym.backends.runpod:PodBackend.from_options",
+    "fleet": "trainergym.backends.fleet:simulated_backend",
+}
 
-        return MockBackend(**kwargs)
-    if name == "local":
-        from trainergym.backends.local import LocalBackend
 
-        return LocalBackend(**kwargs)
-    raise ValueError(f"unknown backend {name!r}; available: mock, local")
+def make_backend(name: str, options: BackendOptions | None = None, **fields) -> Backend:
+    """Build the backend called `name` from `options` (updated by `fields`). Raises ValueError
+    for an unknown name and `BackendUnavailable` when it cannot run here."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; available: {', '.join(BACKENDS)}")
+    options = BackendOptions.model_validate({**(options or BackendOptions()).model_dump(exclude_unset=True), **fields})
+    module, attr = BACKENDS[name].split(":")
+    factory = importlib.import_module(module)
+    for part in attr.split("."):
+        factory = getattr(factory, part)
+    return factory(options)
 
 
 _shared: dict[tuple, Backend] = {}
 
 
-def shared_backend(name: str, **kwargs) -> Backend:
-    """One backend per (name, settings) in this process. Callers that build envs by the
+def shared_backend(name: str, options: BackendOptions | None = None, **fields) -> Backend:
+    """One backend per (name, options) in this process. Callers that build envs by the
     hundred (RL adapters) share it, so a GPU backend's queue and concurrency cap hold across
     all of them; the mock is cheap and is made fresh instead."""
     if name == "mock":
-        return make_backend(name, **kwargs)
-    key = (name, tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+        return make_backend(name, options, **fields)
+    key = (name, (options or BackendOptions()).model_copy(update=fields).model_dump_json())
     if key not in _shared:
-        _shared[key] = make_backend(name, **kwargs)
+        _shared[key] = make_backend(name, options, **fields)
     return _shared[key]

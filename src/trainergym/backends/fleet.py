@@ -16,8 +16,12 @@ from pathlib import Path
 
 import httpx
 
+from trainergym.backends import BackendOptions
+from trainergym.infra.pool import CapacityError, PodInfo, PodPool, PoolConfig, Rung
+from trainergym.infra.queue import JobQueue
 from trainergym.job import gpu as gpus
-from trainergym.infra.pool import CapacityError, PodInfo, Rung
+from trainergym.job.result import RunResult
+from trainergym.paths import data_dir
 
 NO_STOCK = "There are no longer any instances available with the requested specifications."
 
@@ -113,14 +117,12 @@ class SimProvider:
 def surrogate_plan(bundle_dir: str, seed: int = 0) -> dict:
     """A job's simulated run from the mock backend's surrogate on its bundle."""
     from trainergym.backends.mock import EVAL_SECONDS, simulate
-    from trainergym.job.bundle import JobBundle, JobManifest, parse_job
+    from trainergym.job.bundle import JobBundle
     from trainergym.task.spec import load_task
 
-    root = Path(bundle_dir)
-    manifest = JobManifest.model_validate_json((root / "manifest.json").read_text())
-    job, _ = parse_job((root / "workspace" / "job.toml").read_text())
-    task = load_task(manifest.task_id)
-    result = simulate(JobBundle(root=root, job=job, manifest=manifest), task, seed, gpus.gpu(task.bounds.gpu))
+    bundle = JobBundle.open(bundle_dir)
+    task = load_task(bundle.manifest.task_id)
+    result = simulate(bundle, task, seed, gpus.gpu(task.bounds.gpu))
     seconds = result.train_seconds or 0.0
     return {"train_seconds": seconds, "eval_seconds": EVAL_SECONDS, "result": result.model_dump(mode="json")}
 
@@ -166,15 +168,29 @@ class SimPod:
         self._check()
         self.jobs[job_id]["eval_at"] = self.provider.clock()
 
-    def result(self, job_id: str) -> dict | None:
+    def result(self, job_id: str) -> RunResult | None:
         self._check()
-        return dict(self.jobs[job_id]["plan"]["result"])
+        return RunResult.model_validate(self.jobs[job_id]["plan"]["result"])
 
     def cancel(self, job_id: str) -> None:
         pass
 
     def close(self) -> None:
         pass
+
+
+def simulated_backend(options: BackendOptions):
+    """The registry's `fleet` backend: the real dispatcher, pool and queue on simulated pods and
+    a virtual clock (`trainergym worker --backend mock`). Results are the surrogate's."""
+    from trainergym.backends.runpod import PodBackend, ladder
+
+    workdir = options.workdir or data_dir() / "worker"
+    clock = Clock()
+    provider = SimProvider(clock, SimConfig(seed=options.seed))
+    config = PoolConfig(max_pods=options.max_jobs or 16, ladder=ladder(options.ladder))
+    pool = PodPool(provider, workdir / "pods.db", config, clock=clock, sleep=clock.sleep)
+    queue = JobQueue(options.queue or data_dir() / "jobs.db", clock=clock, lease_seconds=600)
+    return PodBackend(workdir, pool, queue=queue, poll_seconds=30, sleep=clock.sleep, client_factory=SimPod.factory(provider))
 
 
 def lognormal_minutes(rng: random.Random, median: float, sigma: float = 0.6) -> float:

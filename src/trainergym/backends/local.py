@@ -9,20 +9,23 @@ training (the runner calls back for it), from this process's memory.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
+import time
 import uuid
 from pathlib import Path
 
-from trainergym.job import gpu as gpus
-from trainergym.task import hidden
-from trainergym.job import stack
-from trainergym.backends import JobHandle, JobResult, QueueBackend, result_from_job
-from trainergym.job.bundle import JobBundle
-from trainergym.infra.queue import Job, JobQueue
+from trainergym.backends import BackendOptions, BackendUnavailable, JobHandle
+from trainergym.backends.queued import QueueBackend, result_from_job
 from trainergym.host.runner import Commands, Runner, Timeouts
-from trainergym.task.spec import TaskSpec, load_task
+from trainergym.infra.queue import Job, JobQueue
+from trainergym.job import gpu as gpus
+from trainergym.job import stack
+from trainergym.job.bundle import JobBundle
+from trainergym.job.result import RunResult
+from trainergym.paths import data_dir
+from trainergym.task import hidden
+from trainergym.task.spec import TaskSpec
 
 
 def detect_gpus() -> tuple[str, int]:
@@ -37,6 +40,9 @@ def detect_gpus() -> tuple[str, int]:
 
 
 class LocalBackend(QueueBackend):
+    """Jobs run by `Runner` on this host's GPUs, `concurrency` at a time, through the queue at
+    `workdir/jobs.db` (or `queue`). The GPU is detected with nvidia-smi unless given."""
+
     name = "local"
 
     def __init__(self, workdir: Path, queue: JobQueue | None = None, commands: Commands | None = None,
@@ -49,14 +55,23 @@ class LocalBackend(QueueBackend):
         self.gpu, self.gpu_count = gpu or detected[0], gpu_count if gpu_count is not None else detected[1]
         self.usd_per_hour, self.concurrency, self.poll_seconds = usd_per_hour, concurrency, poll_seconds
         self.owner = f"local-{uuid.uuid4().hex[:8]}"
-        self._tasks: dict[str, TaskSpec] = {}
         self._runners: dict[str, Runner] = {}
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
 
+    @classmethod
+    def from_options(cls, options: BackendOptions) -> LocalBackend:
+        """The registry's constructor (`make_backend("local", ...)`); refuses a host without a GPU."""
+        gpu, count = detect_gpus()
+        if count == 0:
+            raise BackendUnavailable("the local backend trains on this host's GPUs and nvidia-smi finds none here; "
+                                     "use --backend mock, or run on a GPU host")
+        workdir = options.workdir or data_dir() / "worker"
+        return cls(workdir, queue=JobQueue(options.queue or data_dir() / "jobs.db"), gpu=gpu, gpu_count=count,
+                   concurrency=options.max_jobs or 1)
+
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
         handle = self._enqueue(bundle, task)
-        self._tasks[handle.job_id] = task
         self._ensure_workers()
         return handle
 
@@ -68,8 +83,6 @@ class LocalBackend(QueueBackend):
 
     def drain(self, once: bool = False, poll: float = 5.0) -> None:
         """Run queued jobs (`trainergym worker --backend local`); with `once`, until none is left."""
-        import time
-
         while not self._stop.is_set():
             self._ensure_workers()
             for thread in list(self._threads):
@@ -99,15 +112,12 @@ class LocalBackend(QueueBackend):
             self._run(job)
 
     def _run(self, job: Job) -> None:
-        task = self._tasks.get(job.id) or load_task(job.task_id)
-        bundle = Path(job.bundle)
-        base_model = json.loads((bundle / "manifest.json").read_text())["base_model"]
         rate = self.usd_per_hour or gpus.list_price(self.gpu)
-        runner = Runner(bundle, self.workdir / "runs" / f"{job.id}-{job.attempts}",
-                        lambda: [ex.model_dump() for ex in hidden.hidden_eval(task.family)], task.family, base_model,
+        runner = Runner(Path(job.bundle), self.workdir / "runs" / f"{job.id}-{job.attempts}",
+                        lambda: [ex.model_dump() for ex in hidden.hidden_eval(job.family)], job.family, job.base_model,
                         gpu=self.gpu, gpu_count=self.gpu_count, usd_per_hour=rate, commands=self.commands,
                         timeouts=self.timeouts, pre_cache=self.workdir / "pre-cache",
-                        install=stack.install_specs(task.family), stack_dir=self.workdir / "prime-rl")
+                        install=stack.install_specs(job.family), stack_dir=self.workdir / "prime-rl")
         self._runners[job.id] = runner
         self.queue.start(job.id, self.owner)
         beating = threading.Event()
@@ -126,11 +136,10 @@ class LocalBackend(QueueBackend):
             beating.set()
             beat.join()
             self._runners.pop(job.id, None)
-        if result["status"] == "succeeded":
+        if result.status == "succeeded":
             self.queue.complete(job.id, self.owner, result)
-        else:  # a broken install may be the host's fault: retry; the job's own failures are final
-            transient = result.get("failure_reason", "").startswith(("install failed", "setup timed out"))
-            self.queue.fail(job.id, self.owner, result.get("failure_reason", "failed"), retry=transient, result=result)
+        else:  # the queue retries what `result.transient` says may be the host's fault
+            self.queue.fail(job.id, self.owner, result)
 
-    def _result(self, job: Job) -> JobResult:
+    def _result(self, job: Job) -> RunResult:
         return result_from_job(job).model_copy(update={"gpu": self.gpu, "gpu_count": self.gpu_count})

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from trainergym.task import baselines, hidden
 
 from trainergym.job import gpu
-from trainergym.backends import JobHandle, JobResult
+from trainergym.backends import BackendOptions, JobHandle
+from trainergym.job.result import FailureReason, RunResult
 from trainergym.job.bundle import JobBundle, PrimeRL
 from trainergym.task.spec import TaskSpec, get_family
 
@@ -145,7 +146,7 @@ def training_factor(p: PrimeRL, model: str, pre: float, steps_done: int) -> tupl
     return math.prod(f.values()), parts
 
 
-def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> JobResult:
+def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> RunResult:
     """The surrogate outcome of one job: its expected post is a function of what the probe
     measured and the config; its noise of (seed, the submitting episode)."""
     job, m = bundle.job, bundle.manifest.probe
@@ -158,7 +159,7 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
 
     peak = gpu.peak_memory_gib(model, p.seq_len, lora=p.lora is not None)
     if not gpu.fits(model, p.seq_len, device, lora=p.lora is not None):
-        return JobResult(**common, status="failed", failure_reason="out of memory",
+        return RunResult(**common, status="failed", failure=FailureReason.OUT_OF_MEMORY, failed_phase="train",
                          train_seconds=SETUP_SECONDS, cost_usd=_cost(SETUP_SECONDS, device, task),
                          log_tail=f"torch.OutOfMemoryError: estimated peak {peak:.1f} GiB > {device.memory_gib} GiB on {device.name}",
                          details={"peak_gib": round(peak, 2)})
@@ -205,7 +206,7 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> J
                "step_seconds": round(step_s, 2), "sampled_tokens": round(sampled), "trained_tokens": round(trained),
                "rollouts": steps_done * p.batch_size}
     note = f" (stopped at the GPU budget after {steps_done} of {p.max_steps} steps)" if steps_done < p.max_steps else ""
-    return JobResult(**common, status="succeeded", post=post, train_seconds=round(train_s, 1), steps_done=steps_done,
+    return RunResult(**common, status="succeeded", post=post, train_seconds=round(train_s, 1), steps_done=steps_done,
                      cost_usd=_cost(train_s + EVAL_SECONDS, device, task),
                      log_tail=f"[surrogate] trained {steps_done} steps, post {post:.3f} vs pre {pre:.3f}{note}",
                      details=details)
@@ -232,10 +233,15 @@ class MockBackend:
 
     def __init__(self, seed: int = 0, gpu_class: str | None = None, latency: float = 0.0, reuse: bool = True):
         self.seed, self.gpu_class, self.latency, self.reuse = seed, gpu_class, latency, reuse
-        self._jobs: dict[str, JobResult] = {}
-        self._by_hash: dict[str, JobResult] = {}
+        self._jobs: dict[str, RunResult] = {}
+        self._by_hash: dict[str, RunResult] = {}
         self._delivered: set[str] = set()
         self._cancelled: set[str] = set()
+
+    @classmethod
+    def from_options(cls, options: BackendOptions) -> MockBackend:
+        """The registry's constructor (`make_backend("mock", ...)`)."""
+        return cls(seed=options.seed, gpu_class=options.gpu_class, latency=options.latency, reuse=options.reuse)
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
         cached = self._by_hash.get(bundle.manifest.content_hash) if self.reuse else None
@@ -252,7 +258,7 @@ class MockBackend:
             self._by_hash.setdefault(result.content_hash, result)
         return JobHandle(job_id=key, content_hash=result.content_hash, backend=self.name)
 
-    async def result(self, handle: JobHandle, timeout: float | None = None) -> JobResult:
+    async def result(self, handle: JobHandle, timeout: float | None = None) -> RunResult:
         async with asyncio.timeout(timeout):
             if self.latency:
                 await asyncio.sleep(self.latency)
@@ -267,4 +273,4 @@ class MockBackend:
         self._cancelled.add(handle.job_id)
         job = self._jobs.get(handle.job_id)
         if job is not None and job.status == "succeeded" and handle.job_id not in self._delivered:
-            self._jobs[handle.job_id] = job.model_copy(update={"status": "cancelled", "post": None, "failure_reason": "cancelled"})
+            self._jobs[handle.job_id] = job.model_copy(update={"status": "cancelled", "post": None, "failure": FailureReason.CANCELLED})

@@ -14,8 +14,9 @@ where it is, without a new attempt. Nothing here ever sends the provider's API k
 
 from __future__ import annotations
 
-import json
+import os
 import threading
+import tomllib
 import time
 import uuid
 from dataclasses import dataclass
@@ -23,14 +24,32 @@ from pathlib import Path
 
 import httpx
 
-from trainergym.task import hidden
-from trainergym.backends import JobHandle, QueueBackend
+from trainergym.backends import BackendOptions, BackendUnavailable, JobHandle
+from trainergym.backends.queued import QueueBackend
 from trainergym.host.pod_service import PodClient
-from trainergym.infra.pool import AuthError, Pod, PodPool, PoolExhausted, ProviderError
+from trainergym.infra.pool import DEFAULT_LADDER, AuthError, Pod, PodPool, PoolConfig, PoolExhausted, ProviderError, Rung
 from trainergym.infra.queue import Job, JobQueue
+from trainergym.job.result import FailureReason, RunResult
+from trainergym.paths import data_dir
+from trainergym.task import hidden
+
+
+def ladder(path: Path | None) -> tuple[Rung, ...]:
+    """The GPU ladder from a TOML file of `[[rung]]` tables (gpu_type, gpu_count, cloud), else
+    the default one. Raises ValueError with the file's problem."""
+    if path is None:
+        return DEFAULT_LADDER
+    try:
+        rungs = tomllib.loads(Path(path).read_text())["rung"]
+        return tuple(Rung(**r) for r in rungs)
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a ladder of [[rung]] tables with gpu_type, gpu_count and cloud ({e})") from None
 
 
 class PodBackend(QueueBackend):
+    """Jobs dispatched to a warm pool of GPU pods (`pool`) through the queue. `drain` runs the
+    dispatcher; `submit` only queues."""
+
     name = "runpod"
 
     def __init__(self, workdir: Path, pool: PodPool, queue: JobQueue | None = None, poll_seconds: float = 10.0,
@@ -44,6 +63,25 @@ class PodBackend(QueueBackend):
         self._stop = threading.Event()
         self.active: dict[str, _Dispatch] = {}
         self.errors: list[str] = []
+
+    @classmethod
+    def from_options(cls, options: BackendOptions) -> PodBackend:
+        """The registry's constructor (`make_backend("runpod", ...)`): Runpod pods billed to the
+        installation's cost ledger. Refuses without `RUNPOD_API_KEY` or the `runpod` extra."""
+        if not os.environ.get("RUNPOD_API_KEY"):
+            raise BackendUnavailable("the runpod backend needs RUNPOD_API_KEY (a Runpod API key) in the environment")
+        try:
+            from trainergym.infra.runpod_graphql import RunpodProvider
+        except ImportError:
+            raise BackendUnavailable("the runpod backend needs the runpod extra: pip install 'trainergym[runpod]'") from None
+        from trainergym.infra.costs import Ledger
+        from trainergym.job.stack import pod_install
+
+        workdir = options.workdir or data_dir() / "worker"
+        config = PoolConfig(max_pods=options.max_jobs or 16, ladder=ladder(options.ladder))
+        config.env["TRAINERGYM_INSTALL"] = pod_install()  # what each job's setup installs beside it
+        pool = PodPool(RunpodProvider(), workdir / "pods.db", config, ledger=Ledger())
+        return cls(workdir, pool, queue=JobQueue(options.queue or data_dir() / "jobs.db", lease_seconds=300))
 
     async def cancel(self, handle: JobHandle) -> None:
         self.queue.cancel(handle.job_id)  # the dispatcher sees the lost lease and cancels on the pod
@@ -131,16 +169,16 @@ class PodBackend(QueueBackend):
                 d.pod = self.pool.request(job.id)
             except AuthError as e:
                 self.errors.append(str(e))
-                self.queue.fail(job.id, self.owner, f"provider refused: {e}", retry=False)
+                self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.PROVIDER_REFUSED, str(e)))
                 self._stop.set()
                 self._end(d)
                 return
             except PoolExhausted as e:
-                self.queue.fail(job.id, self.owner, f"no GPU pod available: {e}")
+                self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.NO_POD, str(e)))
                 self._end(d)
                 return
             if job.id in self.pool.failed_jobs:
-                self.queue.fail(job.id, self.owner, f"no GPU pod available: {self.pool.failed_jobs.pop(job.id)}")
+                self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.NO_POD, self.pool.failed_jobs.pop(job.id)))
                 self._end(d)
                 return
             if d.pod is None:
@@ -149,8 +187,7 @@ class PodBackend(QueueBackend):
             self.queue.start(job.id, self.owner)
         try:
             if d.remote_id is None:
-                meta = json.loads((Path(job.bundle) / "manifest.json").read_text())
-                d.remote_id = d.client.submit(Path(job.bundle), meta["family"], meta["base_model"], key=job.id)
+                d.remote_id = d.client.submit(Path(job.bundle), job.family, job.base_model, key=job.id)
             status = d.client.status(d.remote_id)
             d.misses = 0
         except (httpx.HTTPError, OSError, ValueError):
@@ -161,25 +198,24 @@ class PodBackend(QueueBackend):
                 vanished = False  # the provider is flaky, not necessarily the pod
             if d.misses >= self.dead_after or vanished:
                 self.pool.discard(d.pod, "died mid-job")
-                self.queue.fail(job.id, self.owner, "the pod died mid-job")
+                self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.POD_DIED, d.pod.id or d.pod.name))
                 self._end(d, release=False)
             return
         if status["phase"] == "awaiting-eval" and not d.eval_sent:
-            family = json.loads((Path(job.bundle) / "manifest.json").read_text())["family"]
-            d.client.send_eval(d.remote_id, [ex.model_dump() for ex in hidden.hidden_eval(family)])
+            d.client.send_eval(d.remote_id, [ex.model_dump() for ex in hidden.hidden_eval(job.family)])
             d.eval_sent = True
         if status.get("done"):
-            result = d.client.result(d.remote_id) or {}
-            result.update(gpu=d.pod.rung.gpu_type, gpu_count=d.pod.rung.gpu_count, pod=d.pod.id)
-            if result.get("status") == "succeeded":
+            result = d.client.result(d.remote_id) or RunResult.failed(FailureReason.RUNNER_ERROR, "the pod kept no result")
+            result = result.model_copy(update={"gpu": d.pod.rung.gpu_type, "gpu_count": d.pod.rung.gpu_count,
+                                               "details": {**result.details, "pod": d.pod.id}})
+            if result.status == "succeeded":
                 self.queue.complete(job.id, self.owner, result)
-            else:  # a broken install may be the host's fault: retry; the job's own failures are final
-                reason = result.get("failure_reason", "failed")
-                self.queue.fail(job.id, self.owner, reason, retry=reason.startswith("install failed"), result=result)
+            else:  # the queue retries what `result.transient` says may be the host's fault
+                self.queue.fail(job.id, self.owner, result)
             self._end(d)
         elif self.clock() - d.started > self.job_timeout:
             d.client.cancel(d.remote_id)
-            self.queue.fail(job.id, self.owner, f"the job ran past {self.job_timeout:.0f} s", retry=False)
+            self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.JOB_TIMEOUT, f"past {self.job_timeout:.0f} s"))
             self._end(d)
 
 

@@ -33,7 +33,8 @@ from gymnasium import spaces
 
 from trainergym.task import baselines
 from trainergym.env.actions import ActionError, ToolCall, parse_action
-from trainergym.backends import Backend, JobResult, make_backend
+from trainergym.backends import Backend, make_backend
+from trainergym.job.result import RunResult
 from trainergym.job.bundle import JOB_FILE, content_hash, parse_job
 from trainergym.probe.checks import ProbeReport, probe
 from trainergym.env.reward import RewardBreakdown, episode_reward
@@ -60,7 +61,7 @@ class Episode:
     valid_on_attempt: int | None = None
     failed_hashes: dict[str, ProbeReport] = field(default_factory=dict)
     manifest: dict | None = None
-    result: JobResult | None = None
+    result: RunResult | None = None
     reward: RewardBreakdown | None = None
     done: bool = False
     trajectory: list[dict] = field(default_factory=list)

@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from trainergym.host.runner import Commands, Runner, Timeouts
+from trainergym.job.result import FailureReason, RunResult
 
 MAX_BUNDLE_BYTES = 64 << 20
 
@@ -40,7 +41,7 @@ MAX_BUNDLE_BYTES = 64 << 20
 class _Job:
     def __init__(self, runner: Runner, key: str):
         self.runner, self.key, self.eval_ready, self.eval_items = runner, key, threading.Event(), None
-        self.result: dict | None = None
+        self.result: RunResult | None = None
 
 
 def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int = 1, usd_per_hour: float = 0.0,
@@ -104,7 +105,8 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int =
             try:
                 job.result = runner.run()
             except Exception as e:  # noqa: BLE001 - the service reports, never dies
-                job.result = {"status": "failed", "failure_reason": f"runner error: {type(e).__name__}: {e}"}
+                job.result = RunResult.failed(FailureReason.RUNNER_ERROR, f"{type(e).__name__}: {e}", base_model=model,
+                                              gpu=gpu, gpu_count=gpu_count)
 
         threading.Thread(target=run, daemon=True).start()
         return JSONResponse({"job_id": job_id}, status_code=202)
@@ -137,7 +139,7 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int =
         job = job_or_404(request)
         if job is None or job.result is None:
             return JSONResponse({"error": "no result yet"}, status_code=404)
-        return JSONResponse(job.result)
+        return Response(job.result.model_dump_json(), media_type="application/json")
 
     async def cancel(request: Request) -> Response:
         job = job_or_404(request)
@@ -221,9 +223,10 @@ class PodClient:
     def send_eval(self, job_id: str, items: list[dict]) -> None:
         self._json(self.http.post(f"/jobs/{job_id}/eval", content=json.dumps(items)))
 
-    def result(self, job_id: str) -> dict | None:
+    def result(self, job_id: str) -> RunResult | None:
+        """The job's result, or None until it is done."""
         response = self.http.get(f"/jobs/{job_id}/result")
-        return None if response.status_code == 404 else self._json(response)
+        return None if response.status_code == 404 else RunResult.model_validate(self._json(response))
 
     def cancel(self, job_id: str) -> None:
         self._json(self.http.post(f"/jobs/{job_id}/cancel"))

@@ -29,7 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainergym.job.stack import PIN, PRIME_RL_COMMIT, PRIME_RL_REPO
+from trainergym.job.result import FailureReason, RunResult
+from trainergym.job.stack import PRIME_RL_COMMIT, PRIME_RL_REPO
 
 BOOTSTRAP = f"""set -euo pipefail
 exec 9>{{prime_rl}}.lock && flock 9  # jobs on one host share the checkout
@@ -65,9 +66,16 @@ class Timeouts:
 
 
 class PhaseFailed(Exception):
-    def __init__(self, reason: str, log_tail: str = ""):
-        super().__init__(reason)
-        self.reason, self.log_tail = reason, log_tail
+    def __init__(self, reason: FailureReason, detail: str = "", log_tail: str = ""):
+        super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
+        self.reason, self.detail, self.log_tail = reason, detail, log_tail
+
+
+# Each phase's failure and timeout reasons.
+_FAILS = {"setup": (FailureReason.INSTALL_FAILED, FailureReason.SETUP_TIMEOUT),
+          "train": (FailureReason.TRAINER_CRASHED, FailureReason.TRAIN_TIMEOUT),
+          "pre": (FailureReason.EVAL_FAILED, FailureReason.EVAL_TIMEOUT),
+          "post": (FailureReason.EVAL_FAILED, FailureReason.EVAL_TIMEOUT)}
 
 
 _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemoryError", re.IGNORECASE)
@@ -116,7 +124,7 @@ class Runner:
         except OSError:
             return ""
 
-    def _run(self, phase: str, argv: list[str], timeout: float, fail: str) -> None:
+    def _run(self, phase: str, argv: list[str], timeout: float) -> None:
         """Run one phase's command, streaming its output to the log, with heartbeats; kill its
         whole process group at the end whatever happened."""
         self._phase = phase
@@ -127,14 +135,14 @@ class Runner:
             try:
                 proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
             except OSError as e:
-                raise PhaseFailed(f"{fail}: {e}") from None
+                raise PhaseFailed(_FAILS[phase][0], str(e)) from None
             deadline = time.monotonic() + timeout
             try:
                 while proc.poll() is None:
                     if self._cancel.is_set():
-                        raise PhaseFailed("cancelled")
+                        raise PhaseFailed(FailureReason.CANCELLED)
                     if time.monotonic() > deadline:
-                        raise PhaseFailed(f"{phase} timed out after {timeout:.0f} s", self.log_tail())
+                        raise PhaseFailed(_FAILS[phase][1], f"after {timeout:.0f} s", self.log_tail())
                     self._track_progress()
                     self._status()
                     try:  # returns as soon as the phase's process ends
@@ -149,8 +157,9 @@ class Runner:
                 proc.wait()
         if proc.returncode != 0:
             tail = self.log_tail()
-            reason = "out of memory" if phase == "train" and _OOM.search(tail) else f"{fail} (exit status {proc.returncode})"
-            raise PhaseFailed(reason, tail)
+            if phase == "train" and _OOM.search(tail):
+                raise PhaseFailed(FailureReason.OUT_OF_MEMORY, log_tail=tail)
+            raise PhaseFailed(_FAILS[phase][0], f"exit status {proc.returncode}", tail)
 
     def _track_progress(self) -> None:
         """Training progress from prime-rl's file monitor (`metrics.jsonl`), when there is one."""
@@ -165,39 +174,41 @@ class Runner:
         """The last complete filesystem broadcast (`broadcasts/step_N/` with a STABLE marker)."""
         steps = [p for p in (self.root / "outputs").rglob("step_*") if p.parent.name == "broadcasts" and (p / "STABLE").exists()]
         if not steps:
-            raise PhaseFailed("no checkpoint: training ended without publishing weights", self.log_tail())
+            raise PhaseFailed(FailureReason.NO_CHECKPOINT, "training ended without publishing weights", self.log_tail())
         return max(steps, key=lambda p: int(p.name.split("_")[-1]))
 
     def _score(self, phase: str, weights: str, eval_dir: Path) -> float:
         score_file = eval_dir / f"{phase}.json"
         argv = self._fill(self.commands.score, weights=weights, eval_file=eval_dir / "items.jsonl", score_file=score_file)
-        self._run(phase, argv, self.timeouts.score, "eval failed")
+        self._run(phase, argv, self.timeouts.score)
         try:
             data = json.loads(score_file.read_text())
             score, n = float(data["score"]), int(data["n"])
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise PhaseFailed(f"eval failed: no valid score ({type(e).__name__})", self.log_tail()) from None
+            raise PhaseFailed(FailureReason.EVAL_FAILED, f"no valid score ({type(e).__name__})", self.log_tail()) from None
         if n != len(self._hidden_eval) or not 0.0 <= score <= 1.0:
-            raise PhaseFailed(f"eval failed: scored {n} of {len(self._hidden_eval)} items (score {score})", self.log_tail())
+            raise PhaseFailed(FailureReason.EVAL_FAILED, f"scored {n} of {len(self._hidden_eval)} items (score {score})",
+                              self.log_tail())
         return score
 
     # --- the job -----------------------------------------------------------------------------
-    def run(self) -> dict:
+    def run(self) -> RunResult:
+        """Set up, train, score; never raises for the job's own failures. Writes and returns
+        the result (`status` "succeeded" with `pre` and `post`, else a `failure`)."""
         started = time.monotonic()
-        train_seconds = None
-        result: dict = {"status": "failed", "pre": None, "post": None, "gpu": self.gpu, "gpu_count": self.gpu_count,
-                        "base_model": self.base_model, "eval_n": 0, "stack": PIN.model_dump()}
+        train_seconds, eval_n = None, 0
+        outcome: dict = {}
         try:
-            self._run("setup", self._fill(self.commands.setup), self.timeouts.setup, "install failed")
+            self._run("setup", self._fill(self.commands.setup), self.timeouts.setup)
             t = time.monotonic()
-            self._run("train", self._fill(self.commands.train), self.timeouts.train, "trainer crashed")
+            self._run("train", self._fill(self.commands.train), self.timeouts.train)
             train_seconds = time.monotonic() - t
             weights = self._weights()
             # Only now, with every training process gone, does the hidden eval reach the host.
             self._phase = "awaiting-eval"
             self._status()
             self._hidden_eval = self._fetch_eval()
-            result["eval_n"] = len(self._hidden_eval)
+            eval_n = len(self._hidden_eval)
             eval_dir = self.root / f"eval-{os.urandom(6).hex()}"
             eval_dir.mkdir(mode=0o700)
             with open(eval_dir / "items.jsonl", "w") as f:
@@ -214,16 +225,18 @@ class Runner:
                 post = self._score("post", str(weights), eval_dir)
             finally:
                 shutil.rmtree(eval_dir, ignore_errors=True)
-            result.update(status="succeeded", pre=pre, post=post)
+            outcome = {"status": "succeeded", "pre": pre, "post": post}
         except PhaseFailed as e:
-            result.update(failure_reason=e.reason, failed_phase=self._phase)
-        result.update(train_seconds=round(train_seconds, 1) if train_seconds is not None else None,
-                      wall_seconds=round(time.monotonic() - started, 1), log_tail=self.log_tail(),
-                      cost_usd=round((time.monotonic() - started) / 3600 * self.usd_per_hour * self.gpu_count, 4),
-                      source="measured")
+            outcome = {"status": "cancelled" if e.reason is FailureReason.CANCELLED else "failed", "failure": e.reason,
+                       "failure_detail": e.detail, "failed_phase": self._phase}
+        result = RunResult(**outcome, base_model=self.base_model, gpu=self.gpu, gpu_count=self.gpu_count, eval_n=eval_n,
+                           train_seconds=round(train_seconds, 1) if train_seconds is not None else None,
+                           wall_seconds=round(time.monotonic() - started, 1), log_tail=self.log_tail(),
+                           cost_usd=round((time.monotonic() - started) / 3600 * self.usd_per_hour * self.gpu_count, 4),
+                           source="measured")
         self._phase = "done"
-        self._status(result=result["status"])
-        (self.root / "result.json").write_text(json.dumps(result, indent=2))
+        self._status(result=result.status)
+        (self.root / "result.json").write_text(result.model_dump_json(indent=2))
         return result
 
     def cancel(self) -> None:

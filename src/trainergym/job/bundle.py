@@ -225,6 +225,20 @@ class JobBundle(BaseModel):
     def rl_toml(self) -> Path:
         return self.root / "rl.toml"
 
+    @classmethod
+    def open(cls, root: Path | str) -> JobBundle:
+        """The bundle `build_bundle` wrote at `root`, read back (its manifest and job.toml).
+        Raises ValueError if either is missing or malformed."""
+        root = Path(root)
+        try:
+            manifest = JobManifest.model_validate_json((root / "manifest.json").read_text())
+            job, issues = parse_job((root / "workspace" / JOB_FILE).read_text())
+        except (OSError, ValidationError) as e:
+            raise ValueError(f"{root} is not a job bundle: {e}") from None
+        if job is None:
+            raise ValueError(f"{root} is not a job bundle: {issues[0].message}")
+        return cls(root=root, job=job, manifest=manifest)
+
 
 def build_bundle(workspace_root: Path, dest: Path, job: JobConfig, task: TaskSpec) -> JobBundle:
     """Snapshot the agent's files and turn `taskset/` into an installable package."""

@@ -168,7 +168,7 @@ def test_text_that_is_not_utf8_is_an_error_observation(call, argument):
 
 
 def test_submit_refuses_unencodable_names_and_contents_without_spending_an_attempt(monkeypatch, reference_files):
-    from conftest import write_job
+    from tests.fakes.jobs import write_job
 
     async def go():
         env = AsyncTrainerEnv()

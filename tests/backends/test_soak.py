@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from test_pod_backend import bundles, fleet  # noqa: F401 - the fixture
+from tests.fakes.jobs import bundles
 from trainergym.infra.queue import JobQueue
 
 HERE = Path(__file__).parent
@@ -53,7 +53,7 @@ def test_sigkill_soak(fleet, tmp_path, task, reference_files, monkeypatch):  # n
         assert zygote.stdout.readline().strip() == "ready"
         for trial in range(20):
             b = all_bundles[trial]
-            queue.enqueue(b.manifest.content_hash, task.id, b.root)
+            queue.enqueue(b.manifest.content_hash, task.id, b.root, family=task.family, base_model=b.manifest.base_model)
             pid = ask(f"run {workdir} {tmp_path / f'killed-{trial}.log'}")
             time.sleep(rng.uniform(0.05, 1.5))
             os.kill(pid, signal.SIGKILL)

@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from conftest import write_job
-from test_runner import FAKE_SCORE, FAKE_TRAIN
+from tests.fakes.jobs import write_job
+from tests.fakes.gpu_host import FAKE_SCORE, FAKE_TRAIN
 from trainergym import AsyncTrainerEnv
 from trainergym.agents import make_agent, run_episode
-from trainergym.backends import Backend
+
 from trainergym.backends.local import LocalBackend
 from trainergym.job.bundle import build_bundle, parse_job
 from trainergym.host.runner import Commands
@@ -32,7 +32,6 @@ def backend(tmp_path):
 
 def test_local_backend_runs_an_episode(backend):
     local = backend()
-    assert isinstance(local, Backend)
     env = AsyncTrainerEnv(backend=local)
     info = asyncio.run(run_episode(env, make_agent("reference")))
     result = info["result"]
@@ -56,7 +55,7 @@ def test_failures_and_dedupe_and_cancel(backend, tmp_path, task, reference_files
         result = await local.result(handle, timeout=60)
         assert result.status == "failed" and result.failure_reason == "out of memory" and "OutOfMemoryError" in result.log_tail
         assert local.queue.get(handle.job_id).attempts == 1  # a job's own failure is not retried
-        local.queue.enqueue("other-hash", task.id, bundle.root)
+        local.queue.enqueue("other-hash", task.id, bundle.root, family=task.family, base_model=job.job.base_model)
         other = local.queue.jobs("queued")[0]
         from trainergym.backends import JobHandle
 

@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import verifiers.v1 as vf  # ~4 s, paid once for the module
-from fake_openai import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI
 from verifiers.v1.utils import loaders
 
 from trainergym.host import scorer

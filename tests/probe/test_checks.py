@@ -5,7 +5,7 @@ Each case runs agent code in a real child process (paying the verifiers import t
 
 import pytest
 
-from conftest import write_job
+from tests.fakes.jobs import write_job
 from trainergym.probe.checks import probe
 
 REWARD = "return float(final_integer(trace.last_reply) == int(self.data.answer))"

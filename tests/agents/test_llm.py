@@ -3,14 +3,12 @@ the mock backend, with injected faults; the ledger matches what the server repor
 stops an episode before it would be passed."""
 
 import asyncio
-import json
 
 import pytest
-from fake_openai import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, reference_policy
 
 from trainergym.agents import run_episode
 from trainergym.agents.llm import LLMAgent, LLMConfig
-from trainergym.agents.reference import ReferenceAgent
 from trainergym.backends import make_backend
 from trainergym.env.core import AsyncTrainerEnv
 from trainergym.infra.costs import Ledger, Price
@@ -18,21 +16,7 @@ from trainergym.infra.costs import Ledger, Price
 PRICE = Price(input=2.0, output=8.0)
 
 
-def reference_policy(family="calc_chain"):
-    """Plays the reference job as tool calls; a call that came back as an error is made again."""
-    plan = []
-    actions = ReferenceAgent()._actions(family)
-    for action in actions:
-        plan.append(action)
-        if action["name"] == "submit_job":
-            break
 
-    def policy(body):
-        done = sum(1 for m in body["messages"] if m["role"] == "tool" and not m["content"].startswith("error"))
-        action = plan[min(done, len(plan) - 1)]
-        return {"content": "", "tool_calls": [{"name": action["name"], "arguments": json.dumps(action["arguments"])}]}
-
-    return policy
 
 
 @pytest.fixture

@@ -2,56 +2,15 @@
 timeouts, failure capture, and the hidden eval kept off the host until training is over."""
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from trainergym.host.runner import Commands, Runner, Timeouts
+from trainergym.job.result import FailureReason, RunResult
 
-PY = sys.executable
-ITEMS = [{"id": f"h{i}", "prompt": f"hidden prompt {i}", "answer": str(i)} for i in range(20)]
-
-FAKE_TRAIN = r"""
-import json, os, pathlib, sys, time
-root = pathlib.Path.cwd()
-mode = sys.argv[1]
-# agent code would look for the hidden eval here: it must not exist yet
-found = [str(p) for p in root.rglob("items.jsonl")]
-(root / "train-saw.json").write_text(json.dumps(found))
-run = root / "outputs" / "run"
-run.mkdir(parents=True, exist_ok=True)
-if mode == "oom":
-    print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"); sys.exit(1)
-if mode == "crash":
-    print("Traceback: trainer exploded"); sys.exit(2)
-if mode == "hang":
-    import subprocess
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    (root / "grandchild.pid").write_text(str(child.pid))
-    time.sleep(600)
-for step in range(3):
-    with open(run / "metrics.jsonl", "a") as f:
-        f.write(json.dumps({"step": step}) + "\n")
-    time.sleep(0.2)
-if mode != "no-checkpoint":
-    (run / "broadcasts" / "step_3").mkdir(parents=True)
-    (run / "broadcasts" / "step_3" / "STABLE").write_text("")
-"""
-
-FAKE_SCORE = r"""
-import json, sys
-args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
-items = [json.loads(l) for l in open(args["--items"])]
-if args["--mode"] == "bad":
-    open(args["--out"], "w").write("{}"); sys.exit(0)
-score = 0.5 if args["--weights"].startswith("Qwen/") else 0.75
-with open(args["--out"], "w") as f:
-    json.dump({"score": score, "n": len(items)}, f)
-with open(args["--log"], "a") as f:
-    f.write(args["--weights"] + "\n")
-"""
+from tests.fakes.gpu_host import FAKE_SCORE, FAKE_TRAIN, ITEMS, PY
 
 
 @pytest.fixture
@@ -84,10 +43,10 @@ def test_success_writes_result_and_caches_pre(fakes, tmp_path):
     fetches = []
     runner = fakes(fetches=fetches)
     result = runner.run()
-    assert result["status"] == "succeeded" and (result["pre"], result["post"]) == (0.5, 0.75)
-    assert result["eval_n"] == 20 and result["source"] == "measured" and result["stack"]["prime_rl_commit"]
-    assert result["train_seconds"] > 0.5 and result["cost_usd"] > 0
-    assert json.loads((tmp_path / "job" / "result.json").read_text()) == result
+    assert result.status == "succeeded" and (result.pre, result.post) == (0.5, 0.75) and result.failure is None
+    assert result.eval_n == 20 and result.source == "measured" and result.stack.prime_rl_commit
+    assert result.train_seconds > 0.5 and result.cost_usd > 0
+    assert RunResult.model_validate_json((tmp_path / "job" / "result.json").read_text()) == result
     status = json.loads((tmp_path / "job" / "status.json").read_text())
     assert status["phase"] == "done" and status["progress"]["step"] == 2
     assert json.loads((tmp_path / "job" / "train-saw.json").read_text()) == []  # no hidden eval during training
@@ -98,27 +57,27 @@ def test_success_writes_result_and_caches_pre(fakes, tmp_path):
     assert scored.count("Qwen/Qwen3-1.7B") == 1  # pre is cached per model and family
 
 
-@pytest.mark.parametrize("train_mode, setup, reason", [
-    ("oom", ("true",), "out of memory"),
-    ("crash", ("true",), "trainer crashed (exit status 2)"),
-    ("no-checkpoint", ("true",), "no checkpoint"),
-    ("ok", ("false",), "install failed"),
-    ("ok", ("/nonexistent/bootstrap",), "install failed"),
+@pytest.mark.parametrize("train_mode, setup, reason, text, transient", [
+    ("oom", ("true",), FailureReason.OUT_OF_MEMORY, "out of memory", False),
+    ("crash", ("true",), FailureReason.TRAINER_CRASHED, "trainer crashed (exit status 2)", False),
+    ("no-checkpoint", ("true",), FailureReason.NO_CHECKPOINT, "no checkpoint", False),
+    ("ok", ("false",), FailureReason.INSTALL_FAILED, "install failed (exit status 1)", True),
+    ("ok", ("/nonexistent/bootstrap",), FailureReason.INSTALL_FAILED, "install failed ([Errno 2]", True),
 ])
-def test_failures_are_named(fakes, train_mode, setup, reason):
+def test_failures_are_named(fakes, train_mode, setup, reason, text, transient):
     result = fakes(train_mode=train_mode, setup=setup).run()
-    assert result["status"] == "failed" and reason in result["failure_reason"], result
-    assert result["post"] is None and result["log_tail"]
+    assert result.status == "failed" and result.failure is reason and result.failure_reason.startswith(text), result
+    assert result.transient is transient and result.post is None and result.log_tail
 
 
 def test_bad_score_is_an_eval_failure(fakes):
     result = fakes(score_mode="bad").run()
-    assert result["status"] == "failed" and result["failure_reason"].startswith("eval failed")
+    assert result.failure is FailureReason.EVAL_FAILED and result.failed_phase == "pre"
 
 
 def test_timeout_kills_the_whole_phase(fakes, tmp_path):
     result = fakes(train_mode="hang", timeouts=Timeouts(train=2)).run()
-    assert result["failure_reason"] == "train timed out after 2 s"
+    assert result.failure is FailureReason.TRAIN_TIMEOUT and result.failure_reason == "training timed out (after 2 s)"
     pid = int((tmp_path / "job" / "grandchild.pid").read_text())
     assert _dead(pid), "a process the phase started outlived it"
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import write_job
-from fake_runpod import FakeRunpod, World
-from test_pod_service import wait_for
-from test_runner import FAKE_SCORE, FAKE_TRAIN
+from tests.fakes.jobs import write_job
+from tests.fakes.runpod_api import FakeRunpod, World
+from tests.fakes.gpu_host import wait_for
+from tests.fakes.gpu_host import FAKE_SCORE, FAKE_TRAIN
 
 from trainergym.job.bundle import build_bundle, parse_job
 from trainergym.host.pod_service import PodClient
@@ -81,7 +81,7 @@ def test_a_booted_pod_serves_jobs_with_its_token(booted, tmp_path, task, referen
     wait_for(client, job_id, "awaiting-eval")
     client.send_eval(job_id, [{"id": "h1", "prompt": "p", "answer": "1"}, {"id": "h2", "prompt": "q", "answer": "2"}])
     wait_for(client, job_id, "done")
-    assert client.result(job_id)["status"] == "succeeded"
+    assert client.result(job_id).status == "succeeded"
     assert httpx.get(f"{url}/health", headers={"Authorization": "Bearer test-key"}).status_code == 401
 
 

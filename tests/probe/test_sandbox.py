@@ -8,7 +8,7 @@ import pytest
 
 from trainergym.paths import data_dir
 from trainergym.task import hidden
-from conftest import requires_bwrap
+from tests.marks import requires_bwrap
 from trainergym.probe.sandbox import Sandbox, run_once
 
 
@@ -18,7 +18,7 @@ def request(task_module: str) -> dict:
 
 @pytest.fixture
 def package(tmp_path, reference_files):
-    from conftest import write_job
+    from tests.fakes.jobs import write_job
 
     write_job(tmp_path / "pkg" / "job_sbx", {k.removeprefix("taskset/"): v for k, v in reference_files.items()
                                              if k.startswith("taskset/")})

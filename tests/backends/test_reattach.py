@@ -1,7 +1,6 @@
 """A dispatcher that dies mid-run is replaced by one that re-attaches to the pods' running jobs
 (simulated fleet, virtual clock): no job re-runs, no attempt is spent, nothing is billed unseen."""
 
-import json
 
 import pytest
 
@@ -9,6 +8,8 @@ from trainergym.backends.runpod import PodBackend
 from trainergym.backends.fleet import Clock, SimConfig, SimPod, SimProvider
 from trainergym.infra.pool import PodPool, PoolConfig
 from trainergym.infra.queue import JobQueue
+
+MODEL = "Qwen/Qwen3-1.7B"
 
 
 def plan(bundle_dir: str) -> dict:
@@ -20,7 +21,6 @@ def plan(bundle_dir: str) -> dict:
 def fleet(tmp_path):
     bundle = tmp_path / "bundle"
     bundle.mkdir()
-    (bundle / "manifest.json").write_text(json.dumps({"family": "calc_chain", "base_model": "Qwen/Qwen3-1.7B"}))
     clock = Clock()
     provider = SimProvider(clock, SimConfig())
 
@@ -36,7 +36,7 @@ def fleet(tmp_path):
 def test_a_restarted_dispatcher_reattaches_to_running_jobs(fleet):
     clock, provider, bundle, dispatcher = fleet
     first = dispatcher()
-    ids = [first.queue.enqueue(f"h{i}", "calc_chain", bundle).id for i in range(3)]
+    ids = [first.queue.enqueue(f"h{i}", "calc_chain", bundle, family="calc_chain", base_model=MODEL).id for i in range(3)]
     first.start()
     while not all(d.remote_id for d in first.active.values()) or len(first.active) < 3:
         first.tick()
@@ -57,7 +57,7 @@ def test_a_restarted_dispatcher_reattaches_to_running_jobs(fleet):
 def test_a_pod_that_ran_a_finished_job_goes_back_to_the_pool(fleet):
     clock, provider, bundle, dispatcher = fleet
     first = dispatcher()
-    job = first.queue.enqueue("h", "calc_chain", bundle)
+    job = first.queue.enqueue("h", "calc_chain", bundle, family="calc_chain", base_model=MODEL)
     first.start()
     while not first.active or not next(iter(first.active.values())).remote_id:
         first.tick()

@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from conftest import write_job
+from tests.fakes.jobs import write_job
 from trainergym.backends import Backend, make_backend
 from trainergym.backends.mock import MockBackend, simulate
 from trainergym.job.gpu import fits, gpu, peak_memory_gib
@@ -24,12 +24,6 @@ def bundle_for(tmp_path, task, reference_files):
         b.manifest.probe = dict(probe)
         return b
     return make
-
-
-def test_mock_is_a_backend():
-    assert isinstance(make_backend("mock"), Backend)
-    with pytest.raises(ValueError):
-        make_backend("nope")
 
 
 def test_deterministic_given_seed_and_labelled_surrogate(bundle_for, task):

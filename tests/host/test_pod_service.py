@@ -9,10 +9,11 @@ import httpx
 import pytest
 import uvicorn
 
-from conftest import write_job
-from test_runner import FAKE_SCORE, FAKE_TRAIN
+from tests.fakes.jobs import write_job
+from tests.fakes.gpu_host import FAKE_SCORE, FAKE_TRAIN, wait_for
 from trainergym.job.bundle import build_bundle, parse_job
 from trainergym.host.pod_service import PodClient, create_app
+from trainergym.job.result import FailureReason
 from trainergym.host.runner import Commands
 
 TOKEN = "pod-token-for-tests"
@@ -48,15 +49,6 @@ def bundle(tmp_path, task, reference_files):
     return build_bundle(tmp_path / "ws", tmp_path / "bundle", job, task)
 
 
-def wait_for(client, job_id, phase, limit=30):
-    deadline = time.time() + limit
-    while time.time() < deadline:
-        status = client.status(job_id)
-        if status["phase"] == phase or status["done"]:
-            return status
-        time.sleep(0.1)
-    raise AssertionError(f"never reached {phase}: {status}")
-
 
 def test_submit_poll_eval_result(service, bundle):
     client = PodClient(service, TOKEN)
@@ -68,7 +60,7 @@ def test_submit_poll_eval_result(service, bundle):
     client.send_eval(job_id, [{"id": "h1", "prompt": "p", "answer": "1"}, {"id": "h2", "prompt": "q", "answer": "2"}])
     wait_for(client, job_id, "done")
     result = client.result(job_id)
-    assert result["status"] == "succeeded" and (result["pre"], result["post"]) == (0.5, 0.75) and result["eval_n"] == 2
+    assert result.status == "succeeded" and (result.pre, result.post) == (0.5, 0.75) and result.eval_n == 2
     assert "== train" in client.log(job_id)
     client.close()
 
@@ -85,5 +77,5 @@ def test_authentication_and_bad_input(service, bundle):
     assert early.status_code == 409 or client.status(job_id)["phase"] == "awaiting-eval"
     client.cancel(job_id)
     wait_for(client, job_id, "done")
-    assert client.result(job_id)["status"] == "failed"
+    assert client.result(job_id).failure is FailureReason.CANCELLED
     client.close()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fake_runpod import FakeRunpod, World
+from tests.fakes.runpod_api import FakeRunpod, World
 from trainergym.infra.pool import AuthError, PodPool, PoolConfig, PoolExhausted, ProviderError, Rung
 from trainergym.infra.runpod_graphql import RunpodProvider
 

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_job
-from mutations import WRAP, append, data_attack, hidden_rows, job_files, leak_body
+from tests.fakes.jobs import write_job
+from tests.fakes.jobs import WRAP, append, data_attack, hidden_rows, job_files, leak_body
 from trainergym.task import baselines
 from trainergym.backends.mock import LR_OPTIMUM, simulate
 from trainergym.job.gpu import gpu

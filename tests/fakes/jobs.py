@@ -4,8 +4,11 @@ each appends code to the job's taskset package that rewrites its rewards or what
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from trainergym.task import hidden
 from trainergym.agents.reference import reference_job_files
+from trainergym.job.bundle import build_bundle, parse_job
 
 # Appended to the reference job's taskset/__init__.py: wraps every @vf.reward of the job's Task
 # classes so that it returns EXPR, where `honest` is the reference reward and `reply` the
@@ -97,3 +100,22 @@ def _tg_tasks(tasks):
         extra.append(tasks[0].with_data(**upd))
     return extra if {only} else base + extra
 '''
+
+
+def write_job(root, files):
+    """Write {relative path: content} under root."""
+    for rel, content in files.items():
+        path = Path(root) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+
+
+def bundles(tmp_path, task, reference_files, n):
+    """`n` bundles of the reference job that differ only in their notes (so in their hashes)."""
+    out = []
+    for i in range(n):
+        files = {**reference_files, "job.toml": reference_files["job.toml"].replace('notes = """', f'notes = """variant {i} ')}
+        write_job(tmp_path / f"ws{i}", files)
+        job, _ = parse_job(files["job.toml"])
+        out.append(build_bundle(tmp_path / f"ws{i}", tmp_path / f"b{i}", job, task))
+    return out

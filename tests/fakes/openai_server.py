@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from trainergym.agents.reference import ReferenceAgent
+
 
 def count_tokens(text: str) -> int:
     return max(1, len(text) // 4)
@@ -133,3 +135,20 @@ class FakeOpenAI:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def reference_policy(family="calc_chain"):
+    """Plays the reference job as tool calls; a call that came back as an error is made again."""
+    plan = []
+    actions = ReferenceAgent()._actions(family)
+    for action in actions:
+        plan.append(action)
+        if action["name"] == "submit_job":
+            break
+
+    def policy(body):
+        done = sum(1 for m in body["messages"] if m["role"] == "tool" and not m["content"].startswith("error"))
+        action = plan[min(done, len(plan) - 1)]
+        return {"content": "", "tool_calls": [{"name": action["name"], "arguments": json.dumps(action["arguments"])}]}
+
+    return policy

@@ -3,7 +3,7 @@ import tomllib
 
 import pytest
 
-from conftest import write_job
+from tests.fakes.jobs import write_job
 from trainergym.task import hidden
 from trainergym.job.bundle import build_bundle, check_bounds, content_hash, parse_job, render_rl_toml
 from trainergym.job.stack import PIN
