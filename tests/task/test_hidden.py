@@ -135,7 +135,7 @@ def test_a_short_pinned_seed_warns_once_and_a_32_hex_one_does_not(monkeypatch):
 
 def test_the_warning_reaches_stderr_in_a_fresh_process(tmp_path):
     env = {**os.environ, "TRAINERGYM_HIDDEN_SEED": "4242", "TRAINERGYM_DATA_DIR": str(tmp_path)}
-    code = "from trainergym import hidden; hidden.hidden_eval('calc_chain', 2); hidden.hidden_eval('calc_chain', 3)"
+    code = "from trainergym.task import hidden; hidden.hidden_eval('calc_chain', 2); hidden.hidden_eval('calc_chain', 3)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stderr.count("WeakSeedWarning") == 1 and "regenerate the hidden eval" in out.stderr
     env["TRAINERGYM_HIDDEN_SEED"] = STRONG

@@ -42,7 +42,7 @@ from tinker_cookbook.rl.message_env import EnvFromMessageEnv, MessageEnv, Messag
 from tinker_cookbook.rl.types import STOP_METRIC_PREFIX, Env, EnvGroupBuilder, RLDataset, RLDatasetBuilder, StopReason
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
-from trainergym.agents.llm import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
+from trainergym.agents.prompt import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
 from trainergym.backends import Backend, make_backend, shared_backend
 from trainergym.env.core import AsyncTrainerEnv
 from trainergym.env.reward import NO_SUBMISSION_TOTAL

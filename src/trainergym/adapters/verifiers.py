@@ -23,7 +23,6 @@ is how the tests evaluate it offline: `vf-eval`'s harness needs PyPI for its uv 
 """
 
 import asyncio
-import concurrent.futures
 import hashlib
 import hmac
 import json
@@ -37,7 +36,7 @@ from pydantic import Field
 from verifiers.v1.task import task_key
 from verifiers.v1.types import content_text
 
-from trainergym.agents.llm import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
+from trainergym.agents.prompt import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
 from trainergym.env.core import AsyncTrainerEnv
 from trainergym.env.reward import NO_SUBMISSION_TOTAL, RewardBreakdown
 from trainergym.task.spec import TaskSpec, families, load_task
@@ -269,30 +268,12 @@ class TrainerTaskset(vf.Taskset[TrainerTask, TrainerTasksetConfig]):
             raise ValueError(f"{', '.join(held)} held out: set include_held_out to use them")
         tasks = []
         for spec in specs:
-            prompt = _task_observation(spec)
+            prompt = spec.brief()
             tasks += [TrainerTask(TrainerData(id=f"{spec.id}@{seed}", name=spec.id, prompt=prompt,
                                               system_prompt=SYSTEM_PROMPT, spec=spec.model_dump(mode="json"),
                                               seed=seed, episode_key=secrets.token_hex(16)), cfg.task)
                       for seed in cfg.seeds]
         return tasks
-
-
-def _task_observation(spec: TaskSpec) -> str:
-    """The observation `AsyncTrainerEnv.reset` opens an episode of `spec` with."""
-    async def first() -> str:
-        env = AsyncTrainerEnv()
-        try:
-            return (await env.reset(options={"task": spec}))[0]
-        finally:
-            env.close()
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(first())
-    # load() may be called from inside an event loop (an async runner): reset on another thread.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, first()).result()
 
 
 if __name__ == "__main__":  # verifiers launches the toolset as `python -m trainergym.adapters.verifiers`

@@ -23,14 +23,9 @@ from pathlib import Path
 from openai import APIError, AsyncOpenAI
 
 from trainergym.agents import Stop
+from trainergym.agents.prompt import SYSTEM_PROMPT
 from trainergym.infra.costs import Ledger, Price, load_prices
 
-SYSTEM_PROMPT = (
-    "You are an expert in reinforcement-learning post-training. You write complete training jobs "
-    "(a verifiers v1 taskset with rewards, its data and a prime-rl config) in a sandboxed workspace "
-    "using the tools you are given, then submit them with submit_job. Work in small steps and read "
-    "tool results carefully: a failed submission tells you what to fix."
-)
 TEMPLATE_TOKENS_PER_MESSAGE = 16  # role markers and separators the chat template adds
 
 

@@ -109,27 +109,11 @@ class AsyncTrainerEnv:
         root = Path(tempfile.mkdtemp(prefix="tg-episode-", dir=self.workdir))
         ws = lay_out(root / "workspace", task, self.limits)
         self.episode = Episode(id=episode_id, task=task, workspace=ws, dir=root, seed=seed)
-        obs = self._task_observation(task)
+        obs = task.brief()
         info = {"episode_id": episode_id, "task_id": task.id, "family": task.family, "seed": seed,
                 "tool_schemas": self.tool_schemas, "workspace": str(ws.root), **self._counters()}
         self.episode.trajectory.append({"event": "reset", "observation": obs, "seed": seed, "task": task.id})
         return obs, info
-
-    def _task_observation(self, task: TaskSpec) -> str:
-        b = task.bounds
-        examples = "\n\n".join(f"Example {i + 1}:\n{ex.prompt}\nExpected answer: {ex.answer}"
-                               for i, ex in enumerate(task.dev_examples[:3]))
-        tools = ", ".join(task.eval_tool_names)
-        return (
-            f"TASK {task.id}: {task.title}\n\n{task.teach}\n\n"
-            f"Constraints: base model one of {', '.join(b.base_models)}; max_steps {b.max_steps}; seq_len {b.seq_len}; "
-            f"batch_size {b.batch_size}; group_size {b.group_size}; {b.gpu_count}x {b.gpu}, {b.gpu_hours} GPU-hours.\n"
-            f"Eval tools the trained model will have: {tools} (see eval_tools.json).\n"
-            f"Answer format: {task.answer_format}\n\n{examples}\n\n"
-            f"Your workspace holds INSTRUCTIONS.md (read it first), job.toml and eval_tools.json. "
-            f"Write the job, then call submit_job. You have {task.max_submit_attempts} submit attempts and "
-            f"{task.max_turns} turns."
-        )
 
     def _counters(self) -> dict:
         ep = self.episode

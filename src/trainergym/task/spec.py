@@ -137,6 +137,24 @@ class TaskSpec(BaseModel):
     def eval_tool_names(self) -> list[str]:
         return [tool["function"]["name"] for tool in self.eval_tools]
 
+    def brief(self) -> str:
+        """The task as an agent first reads it (the env's first observation): what to teach,
+        the bounds, the eval tools, the answer format and three dev examples."""
+        b = self.bounds
+        examples = "\n\n".join(f"Example {i + 1}:\n{ex.prompt}\nExpected answer: {ex.answer}"
+                               for i, ex in enumerate(self.dev_examples[:3]))
+        tools = ", ".join(self.eval_tool_names)
+        return (
+            f"TASK {self.id}: {self.title}\n\n{self.teach}\n\n"
+            f"Constraints: base model one of {', '.join(b.base_models)}; max_steps {b.max_steps}; seq_len {b.seq_len}; "
+            f"batch_size {b.batch_size}; group_size {b.group_size}; {b.gpu_count}x {b.gpu}, {b.gpu_hours} GPU-hours.\n"
+            f"Eval tools the trained model will have: {tools} (see eval_tools.json).\n"
+            f"Answer format: {self.answer_format}\n\n{examples}\n\n"
+            f"Your workspace holds INSTRUCTIONS.md (read it first), job.toml and eval_tools.json. "
+            f"Write the job, then call submit_job. You have {self.max_submit_attempts} submit attempts and "
+            f"{self.max_turns} turns."
+        )
+
 
 def family_task(family_id: str) -> dict[str, Any]:
     """A family's default task, as a dict a task file can override."""
