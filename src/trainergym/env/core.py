@@ -26,7 +26,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -44,6 +44,44 @@ from trainergym.env.workspace import Limits, Workspace, WorkspaceError, lay_out
 
 ENV_ID = "trainergym/WriteTrainingJob-v0"
 DEFAULT_TASK = "calc_chain"
+
+
+class CallResult(TypedDict):
+    """One tool call of a step, for callers that answer each `tool_call_id`."""
+
+    id: str | None  # the call's id in the message (None for a message that did not parse)
+    name: str | None
+    ok: bool
+    content: str  # what the tool returned, or the error
+
+
+class ResetInfo(TypedDict):
+    """`info` of `reset`."""
+
+    episode_id: str  # also the name of runs/<episode-id>/
+    task_id: str
+    family: str
+    seed: int | None
+    tool_schemas: list[dict]  # the agent's tools, as OpenAI function schemas
+    workspace: str  # the episode's workspace directory on this host
+    turns_left: int
+    attempts_left: int  # submit_job attempts
+
+
+class StepInfo(TypedDict):
+    """`info` of `step` (and, with `truncated_reason`, of `end`). The last step of an episode
+    adds `reward_breakdown` (the terms of the reward, `RewardBreakdown`) and `result` (the
+    job's `RunResult` as JSON, or None if no job was trained)."""
+
+    tool: list[str | None]  # the tools called, in order
+    ok: bool  # every call succeeded
+    error: str | None  # the first call's error, if any
+    calls: list[CallResult]
+    turns_left: int
+    attempts_left: int
+    reward_breakdown: NotRequired[dict]
+    result: NotRequired[dict | None]
+    truncated_reason: NotRequired[str]
 
 
 @dataclass
@@ -99,7 +137,7 @@ class AsyncTrainerEnv:
         return [spec.schema for spec in TOOLS.values()]
 
     # --- reset ---------------------------------------------------------------------------
-    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+    async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, ResetInfo]:
         """Start an episode. `options`: {"task": TaskSpec | task file path | family id} or
         {"family": id}. The seed is recorded; the task observation does not depend on it."""
         options = options or {}
@@ -110,8 +148,8 @@ class AsyncTrainerEnv:
         ws = lay_out(root / "workspace", task, self.limits)
         self.episode = Episode(id=episode_id, task=task, workspace=ws, dir=root, seed=seed)
         obs = task.brief()
-        info = {"episode_id": episode_id, "task_id": task.id, "family": task.family, "seed": seed,
-                "tool_schemas": self.tool_schemas, "workspace": str(ws.root), **self._counters()}
+        info: ResetInfo = {"episode_id": episode_id, "task_id": task.id, "family": task.family, "seed": seed,
+                           "tool_schemas": self.tool_schemas, "workspace": str(ws.root), **self._counters()}
         self.episode.trajectory.append({"event": "reset", "observation": obs, "seed": seed, "task": task.id})
         return obs, info
 
@@ -120,7 +158,16 @@ class AsyncTrainerEnv:
         return {"turns_left": ep.turns_left, "attempts_left": ep.attempts_left} if ep else {}
 
     # --- step ----------------------------------------------------------------------------
-    async def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
+    async def step(self, action: Any) -> tuple[str, float, bool, bool, StepInfo]:
+        """Run one agent message; one turn, however many tool calls it holds.
+
+        Returns (observation, reward, terminated, truncated, info):
+        - observation: the tool results as text (each call's under its name when several).
+        - reward: 0 until the episode ends, then the episode reward (`info["reward_breakdown"]`).
+        - terminated: a valid job was trained and scored, or the submit attempts ran out.
+        - truncated: the turns ran out (the episode is scored as it stands).
+        - info: a `StepInfo`.
+        A step after the episode ended returns (message, 0.0, True, False, {"ok": False, ...})."""
         ep = self.episode
         if ep is None:
             return "No episode is running: call reset() first.", 0.0, True, False, {"ok": False, "error": "no episode"}
@@ -143,7 +190,7 @@ class AsyncTrainerEnv:
         obs = self._render(outcomes)
         if truncated:
             obs += "\n\nOut of turns: the episode is over."
-        info = {
+        info: StepInfo = {
             "tool": [c.name if c else None for c, _ in outcomes],
             "ok": all(o.ok for _, o in outcomes),
             "error": next((o.content for _, o in outcomes if not o.ok), None),
@@ -370,21 +417,27 @@ class TrainerEnv(gym.Env):
 
     @property
     def tool_schemas(self) -> list[dict]:
+        """The agent's tools as OpenAI function schemas (the same for every episode)."""
         return self.inner.tool_schemas
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, ResetInfo]:
+        """Start an episode: `options` is {"task": TaskSpec | task file | family id} or
+        {"family": id}. Returns (the task text, a `ResetInfo`)."""
         super().reset(seed=seed)
         return self._loop.run_until_complete(self.inner.reset(seed=seed, options=options))
 
-    def step(self, action):
+    def step(self, action) -> tuple[str, float, bool, bool, StepInfo]:
+        """One agent message; see `AsyncTrainerEnv.step` for what it returns."""
         return self._loop.run_until_complete(self.inner.step(action))
 
     def close(self):
+        """End the episode (its workspace is removed) and the private event loop."""
         self.inner.close()
         if not self._loop.is_closed():
             self._loop.close()
 
 
 def register() -> None:
+    """Register `trainergym/WriteTrainingJob-v0` with Gymnasium (done on `import trainergym`)."""
     if ENV_ID not in gym.registry:
         gym.register(id=ENV_ID, entry_point="trainergym.env.core:TrainerEnv", disable_env_checker=False)
