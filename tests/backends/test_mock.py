@@ -3,7 +3,7 @@ import asyncio
 import pytest
 
 from tests.fakes.jobs import write_job
-from trainergym.backends import Backend, make_backend
+
 from trainergym.backends.mock import MockBackend, simulate
 from trainergym.job.gpu import fits, gpu, peak_memory_gib
 from trainergym.job.bundle import build_bundle, parse_job
