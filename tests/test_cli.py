@@ -68,6 +68,26 @@ def test_bad_arguments_give_a_clear_message(tmp_path):
     assert out.returncode != 0 and "not both" in out.stderr
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["episode", "--backend", "local"], "nvidia-smi finds none"),
+    (["batch", "--n", "1", "--backend", "local"], "nvidia-smi finds none"),
+    (["eval-agent", "--family", "triage", "--n", "1", "--backend", "runpod"], "RUNPOD_API_KEY"),
+    (["episode", "--backend", "runpod"], "RUNPOD_API_KEY"),
+    (["worker", "--backend", "runpod", "--once"], "RUNPOD_API_KEY"),
+    (["worker", "--backend", "local", "--once"], "nvidia-smi finds none"),
+    (["episode", "--backend", "tpu"], "available: mock, local, runpod"),
+    (["episode", "--backend", "fleet"], "worker --backend mock"),
+])
+def test_a_backend_that_cannot_run_here_says_why_in_one_line(tmp_path, argv, says):
+    env = {k: v for k, v in os.environ.items() if k != "RUNPOD_API_KEY"}
+    env["PATH"] = f"{tmp_path}:/usr/bin:/bin"  # no nvidia-smi on the path, whatever the host
+    out = subprocess.run([str(BIN), *argv, "--runs-dir" if argv[0] != "worker" else "--db",
+                          str(tmp_path / ("runs" if argv[0] != "worker" else "jobs.db"))],
+                         capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert out.returncode == 2 and says in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr + out.stdout
+
+
 def test_probe_command_exit_status_and_json(tmp_path):
     good = subprocess.run([str(BIN), "probe", str(ROOT / "envs/calc_chain/reference_job"), "--json"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
