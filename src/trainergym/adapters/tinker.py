@@ -17,7 +17,7 @@ The layers, bottom up:
 - `train_config` / `main`: the training run with the original's defaults.
 
 `rl.train.main` needs TINKER_API_KEY and the network; everything else here runs offline
-(tests/test_adapter_tinker.py drives whole groups with a scripted policy and a toy tokenizer).
+(tests/adapters/test_tinker.py drives whole groups with a scripted policy and a toy tokenizer).
 """
 
 from __future__ import annotations
@@ -98,6 +98,8 @@ class TrainerMessageEnv(MessageEnv):
         self._string_params: dict[str, set[str]] = {}
 
     async def initial_observation(self) -> list[Message]:
+        """Reset the episode. Returns the conversation so far: the renderer's tool-calling prefix
+        (the system prompt and the env's tool schemas), then the task observation as the user's."""
         obs, info = await self.env.reset(seed=self.seed, options={"task": self.task})
         functions = [schema["function"] for schema in info["tool_schemas"]]
         self._string_params = {f["name"]: {p for p, v in f["parameters"].get("properties", {}).items()
@@ -108,6 +110,9 @@ class TrainerMessageEnv(MessageEnv):
         return list(self.messages)
 
     async def step(self, message: Message) -> MessageStepResult:
+        """Apply one assistant `message` as one env step (its parsed tool calls, else its unparsed
+        ones, else its prose) and answer each call with its own tool message. The reward is 0 until
+        the episode ends; the last step carries the episode reward, and its terms as metrics."""
         self.messages.append(message)
         calls = list(message.get("tool_calls") or [])
         unparsed = list(message.get("unparsed_tool_calls") or [])
@@ -228,6 +233,9 @@ class TrainerEnvGroupBuilder(EnvGroupBuilder):
         return backend
 
     async def make_envs(self) -> Sequence[Env]:
+        """`group_size` token-level envs of the task, each over a fresh `AsyncTrainerEnv`: on one
+        shared backend with `reuse_identical`, else on one each (GPU backends: the process's shared
+        one). Every env built is kept for `cleanup`."""
         # The first call may read (or download) a large tokenizer: keep it off the event loop.
         renderer = await asyncio.to_thread(
             lambda: get_renderer(self.renderer_name, get_tokenizer(self.model_name), model_name=self.model_name))
@@ -262,6 +270,8 @@ class TrainerEnvGroupBuilder(EnvGroupBuilder):
             logger.exception("trainergym group cleanup failed")
 
     def logging_tags(self) -> list[str]:
+        """The tags the cookbook logs this group's metrics under: `trainergym` and the task's
+        family."""
         return ["trainergym", self.family]
 
 
@@ -274,6 +284,8 @@ class TrainerDataset(RLDataset):
         self.group, self.seed = group, seed  # TrainerEnvGroupBuilder settings
 
     def get_batch(self, index: int) -> Sequence[TrainerEnvGroupBuilder]:
+        """Batch `index`: `groups_per_batch` group builders taking the tasks in turn, group k seeded
+        with `seed + k`, so a batch is the same whenever it is asked for."""
         builders = []
         for k in range(index * self.groups_per_batch, (index + 1) * self.groups_per_batch):
             task, family = self.tasks[k % len(self.tasks)]

@@ -82,6 +82,9 @@ NO_SUBMISSION = {"turn": 0, "done": False, "reward": NO_SUBMISSION_TOTAL, "valid
 
 # --- the tools ----------------------------------------------------------------------------------
 class TrainerToolsetConfig(vf.ToolsetConfig):
+    """The toolset's settings: the backend that trains submitted jobs, how long one may take, and
+    whether a mock job's reward keeps the eval's sampling noise."""
+
     backend: str = "mock"
     """The trainergym backend that trains submitted jobs: mock (a surrogate), local, runpod."""
     job_timeout: float | None = None
@@ -101,6 +104,12 @@ def _tool(fn):
 
 
 class TrainerToolset(vf.Toolset[TrainerToolsetConfig]):
+    """The agent's tools as a verifiers toolset. `setup_task` starts a fresh `AsyncTrainerEnv`
+    episode per rollout; each tool call is one env step (one at a time) and returns the env's
+    observation, plus the signed outcome line after a `submit_job` and when the episode ends.
+    `_tool` replaces each tool method's docstring with `TOOLS`' description, which is what the model
+    reads."""
+
     # None advertises the tools bare (read_file, submit_job, ...): the names the task
     # observation, INSTRUCTIONS.md and `AsyncTrainerEnv.tool_schemas` use.
     TOOL_PREFIX = None
@@ -143,34 +152,45 @@ class TrainerToolset(vf.Toolset[TrainerToolsetConfig]):
 
     @_tool
     async def read_file(self, path: Annotated[str, _arg(ReadFile, "path")]) -> str:
+        """`read_file` as one env step; returns the env's observation."""
         return await self._step("read_file", path=path)
 
     @_tool
     async def write_file(self, path: Annotated[str, _arg(WriteFile, "path")],
                          content: Annotated[str, _arg(WriteFile, "content")]) -> str:
+        """`write_file` as one env step; returns the env's observation."""
         return await self._step("write_file", path=path, content=content)
 
     @_tool
     async def edit_file(self, path: Annotated[str, _arg(EditFile, "path")],
                         old_string: Annotated[str, _arg(EditFile, "old_string")],
                         new_string: Annotated[str, _arg(EditFile, "new_string")]) -> str:
+        """`edit_file` as one env step; returns the env's observation."""
         return await self._step("edit_file", path=path, old_string=old_string, new_string=new_string)
 
     @_tool
     async def list_files(self, path: Annotated[str, _arg(ListFiles, "path")] = ".") -> str:
+        """`list_files` as one env step; returns the env's observation."""
         return await self._step("list_files", path=path)
 
     @_tool
     async def get_baseline_scores(self) -> str:
+        """`get_baseline_scores` as one env step; returns the env's observation."""
         return await self._step("get_baseline_scores")
 
     @_tool
     async def submit_job(self) -> str:
+        """`submit_job` as one env step (validation, then training and scoring of a valid job);
+        returns the env's observation and the signed outcome line, final once the episode has ended.
+        """
         return await self._step("submit_job")
 
 
 # --- the task -----------------------------------------------------------------------------------
 class TrainerData(vf.TaskData):
+    """One trainer task's data: its spec, its episode seed and the secret that signs its outcomes.
+    """
+
     spec: dict
     """The TaskSpec, whole: the tool server needs no task file."""
     seed: int = 0
@@ -179,16 +199,24 @@ class TrainerData(vf.TaskData):
 
 
 class TrainerTaskConfig(vf.TaskConfig):
+    """A trainer task's settings: those of its toolset."""
+
     tools: TrainerToolsetConfig = TrainerToolsetConfig()
 
 
 class TrainerTask(vf.Task[TrainerData, vf.State, TrainerTaskConfig]):
+    """One trainer task at one seed: `TrainerToolset` as its tools; the latest signed episode
+    outcome among its tool results as its reward and metrics."""
+
     @classmethod
     def toolsets(cls, config: TrainerTaskConfig) -> list[vf.Toolset]:
+        """The task's one toolset: `TrainerToolset` with `config.tools`."""
         return [TrainerToolset(config.tools)]
 
     @property
     def key(self) -> str:
+        """The task's identity: a hash of its data without the per-load secret (`episode_key`) and
+        `idx`, so it is the same on every load."""
         # The secret is drawn at load time; a task's identity must not change with it.
         return task_key(self.data.model_dump(mode="json", exclude_none=True, exclude={"episode_key", "idx"}))
 
@@ -207,18 +235,23 @@ class TrainerTask(vf.Task[TrainerData, vf.State, TrainerTaskConfig]):
 
     @vf.reward(weight=1.0)
     async def trainer_reward(self, trace: vf.Trace) -> float:
+        """The episode reward of the latest signed outcome (`NO_SUBMISSION_TOTAL` when there is
+        none)."""
         return float(self.outcome(trace.tool_messages)["reward"])
 
     @vf.metric
     async def validated(self, trace: vf.Trace) -> float:
+        """1 if a submitted job passed validation, else 0."""
         return float(self.outcome(trace.tool_messages)["validated"])
 
     @vf.metric
     async def job_succeeded(self, trace: vf.Trace) -> float:
+        """1 if the episode's job trained and was scored, else 0."""
         return float(self.outcome(trace.tool_messages)["job_succeeded"])
 
     @vf.metric
     async def submit_attempts(self, trace: vf.Trace) -> float:
+        """The submit attempts the episode used."""
         return float(self.outcome(trace.tool_messages)["attempts"])
 
     @vf.metric
@@ -244,6 +277,9 @@ class TrainerTask(vf.Task[TrainerData, vf.State, TrainerTaskConfig]):
 
 # --- the taskset --------------------------------------------------------------------------------
 class TrainerTasksetConfig(vf.TasksetConfig):
+    """Which trainer tasks the taskset loads: families and task files, each at every seed of
+    `seeds`."""
+
     families: list[str] | None = None
     """Family ids. None: every installed family (held-out ones only with include_held_out),
     or none if task_files are given."""
@@ -257,7 +293,11 @@ class TrainerTasksetConfig(vf.TasksetConfig):
 
 
 class TrainerTaskset(vf.Taskset[TrainerTask, TrainerTasksetConfig]):
+    """The trainer tasks as a verifiers taskset: what `vf-eval trainergym` and prime-rl load."""
+
     def load(self) -> list[TrainerTask]:
+        """One task per (task, seed), families first, then task files; each draws a fresh outcome
+        secret. Raises ValueError when a held-out task is named without `include_held_out`."""
         cfg = self.config
         refs = list(cfg.families) if cfg.families is not None else ([] if cfg.task_files else sorted(families()))
         specs = [load_task(ref) for ref in [*refs, *cfg.task_files]]

@@ -19,9 +19,15 @@ class Stop:
 
 
 class Agent(Protocol):
-    def reset(self, observation: str, info: dict) -> None: ...
+    """A policy: `reset` once per episode, then `act` once per turn."""
 
-    def act(self, observation: str, info: dict) -> Any: ...
+    def reset(self, observation: str, info: dict) -> None:
+        """Start an episode from the task observation and the reset `info` (episode id, family,
+        tool schemas, budgets)."""
+
+    def act(self, observation: str, info: dict) -> Any:
+        """The next action, given the last observation and `info`: anything `parse_action`
+        accepts (or an awaitable of it), or `Stop(reason)` to end the episode truncated."""
 
 
 def make_agent(name: str, **llm) -> Agent:

@@ -23,6 +23,9 @@ from trainergym.env.core import AsyncTrainerEnv
 
 @dataclass
 class EpisodeSummary:
+    """One episode of a batch as `run_many` reports it; a crashed episode has `error` set and a NaN
+    reward."""
+
     episode_id: str
     task: str
     seed: int
@@ -41,6 +44,10 @@ async def run_many(make_agent: Callable[[], Agent], backend: Backend, n: int, op
                    concurrency: int = 8, max_gpu_jobs: int = 8, seed: int = 0, runs_dir: Path | None = None,
                    on_done: Callable[[EpisodeSummary], None] | None = None,
                    reward_noise: bool = True) -> list[EpisodeSummary]:
+    """Run `n` episodes of fresh `make_agent()` agents on `backend`, at most `concurrency` at once
+    and at most `max_gpu_jobs` jobs in flight; episode i gets seed `seed + i`. Returns the summaries
+    in episode order and calls `on_done` as each ends; an episode that raises is summarised with its
+    `error`, never raised."""
     capped = CappedBackend(backend, max_gpu_jobs)
     gate = asyncio.Semaphore(concurrency)
 

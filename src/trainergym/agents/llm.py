@@ -31,6 +31,9 @@ TEMPLATE_TOKENS_PER_MESSAGE = 16  # role markers and separators the chat templat
 
 @dataclass
 class LLMConfig:
+    """The endpoint, sampling, retries and budget of an `LLMAgent`. `budget_usd` (per episode) needs
+    a price for `model`."""
+
     model: str = "openai/gpt-4.1-mini"
     base_url: str = "https://openrouter.ai/api/v1"
     api_key_env: str = "OPENROUTER_API_KEY"
@@ -45,6 +48,8 @@ class LLMConfig:
 
 @dataclass
 class Usage:
+    """One episode's metered model calls: tokens, dollars and where the dollar figures came from."""
+
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -53,6 +58,10 @@ class Usage:
 
 
 class LLMAgent:
+    """An `Agent` over an OpenAI-compatible chat endpoint: one completion per turn, each metered
+    into the ledger. Raises ValueError when the API key is unset, or when a budget is set for a
+    model with no price."""
+
     def __init__(self, config: LLMConfig | None = None, ledger: Ledger | None = None, client=None):
         self.config = config or LLMConfig()
         self.price: Price | None = load_prices(self.config.prices).get(self.config.model)
@@ -69,6 +78,7 @@ class LLMAgent:
 
     # --- the Agent protocol ------------------------------------------------------------------
     def reset(self, observation: str, info: dict) -> None:
+        """Start the conversation (system prompt, task observation) and the episode's usage."""
         self.episode = info.get("episode_id")
         self.tools = info["tool_schemas"]
         self.messages: list[dict] = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": observation}]
@@ -77,6 +87,10 @@ class LLMAgent:
         self._open_calls: list[str] = []  # tool_call ids of the last assistant message
 
     async def act(self, observation: str, info: dict):
+        """Add the last step's results to the conversation (each tool call answered from
+        `info["calls"]`), then call the model. Returns its message (with `tool_calls`) or its text;
+        `Stop` when the next call could pass the budget or the endpoint still fails after its
+        retries."""
         if len(self.messages) > 2 or self._open_calls:
             self._observe(observation, info)
         bound = self._cost_bound()

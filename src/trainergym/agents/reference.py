@@ -19,7 +19,11 @@ def reference_job_files(family_id: str) -> dict[str, str]:
 
 
 class ReferenceAgent:
+    """Writes the family's reference job, in the order a model would: list the files, read the
+    instructions, check the baselines, write each file, then submit until the episode ends."""
+
     def reset(self, observation: str, info: dict) -> None:
+        """Plan the episode's tool calls for `info["family"]`."""
         self._plan = self._actions(info["family"])
 
     def _actions(self, family: str) -> Iterator[Any]:
@@ -32,4 +36,5 @@ class ReferenceAgent:
             yield {"name": "submit_job", "arguments": {}}
 
     def act(self, observation: str, info: dict) -> Any:
+        """The next planned tool call, as JSON text."""
         return json.dumps(next(self._plan))

@@ -19,6 +19,8 @@ class CappedBackend:
         self.peak = 0
 
     async def submit(self, bundle, task) -> JobHandle:
+        """Wait for a free slot, then submit to `inner`; the slot is given back if `inner` raises.
+        """
         await self._slots.acquire()
         try:
             handle = await self.inner.submit(bundle, task)
@@ -35,12 +37,14 @@ class CappedBackend:
             self._slots.release()
 
     async def result(self, handle: JobHandle, timeout: float | None = None) -> RunResult:
+        """`inner`'s result; the job's slot is freed however the wait ends."""
         try:
             return await self.inner.result(handle, timeout=timeout)
         finally:
             self._free(handle)
 
     async def cancel(self, handle: JobHandle) -> None:
+        """Cancel on `inner`; the job's slot is freed."""
         try:
             await self.inner.cancel(handle)
         finally:

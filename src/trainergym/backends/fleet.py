@@ -36,11 +36,15 @@ class Clock:
         return self.now
 
     def sleep(self, seconds: float) -> None:
+        """Advance the clock by `seconds`; returns at once."""
         self.now += seconds
 
 
 @dataclass
 class SimConfig:
+    """How the simulated fleet behaves: boot times, pods that never boot or die mid-job, stock outs
+    per GPU type. The same `seed` gives the same fleet."""
+
     boot_seconds: float = 120.0
     boot_jitter: float = 30.0
     never_boot_rate: float = 0.0
@@ -61,6 +65,10 @@ class _SimPod:
 
 
 class SimProvider:
+    """A `PodProvider` on a virtual clock: pods boot after about `boot_seconds`, some never do or
+    die mid-job, creates fail for stock at the configured rate, and each pod bills its GPUs' list
+    price. `services` keeps each pod's jobs, so they outlive a dispatcher."""
+
     def __init__(self, clock: Clock, config: SimConfig | None = None):
         self.clock, self.config = clock, config or SimConfig()
         self.rng = random.Random(self.config.seed)
@@ -73,6 +81,7 @@ class SimProvider:
         return pod.terminated is None and (pod.dies_at is None or now < pod.dies_at)
 
     def create(self, name: str, rung: Rung, env: dict[str, str]) -> str:
+        """A new pod's id; raises `CapacityError` when the rung's GPU type is out of stock."""
         self.creates += 1
         if self.rng.random() < self.config.out_of_stock.get(rung.gpu_type, 0.0):
             raise CapacityError(NO_STOCK)
@@ -87,6 +96,7 @@ class SimProvider:
         return pod_id
 
     def get(self, pod_id: str) -> PodInfo | None:
+        """The pod, ready (with a `sim://` URL) once booted; None once it is terminated or dead."""
         pod = self.pods.get(pod_id)
         if pod is None or not self._alive(pod):
             return None
@@ -94,9 +104,11 @@ class SimProvider:
         return PodInfo(pod.info.id, pod.info.name, "RUNNING", ready, pod.info.cost_per_hr, f"sim://{pod_id}" if ready else None)
 
     def list(self) -> list[PodInfo]:
+        """Every pod not terminated or dead."""
         return [info for pid in self.pods if (info := self.get(pid)) is not None]
 
     def terminate(self, pod_id: str) -> None:
+        """End the pod's billing now (or at its death, if it died first); idempotent."""
         pod = self.pods.get(pod_id)
         if pod is not None and pod.terminated is None:
             pod.terminated = self.clock() if self._alive(pod) else (pod.dies_at or self.clock())
@@ -111,6 +123,7 @@ class SimProvider:
         return total
 
     def running(self) -> int:
+        """How many pods are alive."""
         return sum(1 for pod in self.pods.values() if self._alive(pod))
 
 
@@ -128,7 +141,8 @@ def surrogate_plan(bundle_dir: str, seed: int = 0) -> dict:
 
 
 class SimPod:
-    """Client of a simulated pod's service (`client_factory` of the dispatcher)."""
+    """Client of a simulated pod's service (`client_factory` of the dispatcher). Once the pod is
+    gone, its calls (but `cancel` and `close`) raise httpx.ConnectError, as a dead pod's would."""
 
     def __init__(self, provider: SimProvider, pod_id: str, plan: Callable[[str], dict] = surrogate_plan):
         self.provider, self.pod_id, self.plan = provider, pod_id, plan
@@ -136,6 +150,8 @@ class SimPod:
 
     @classmethod
     def factory(cls, provider: SimProvider, plan: Callable[[str], dict] = surrogate_plan):
+        """A dispatcher `client_factory` that reaches `provider`'s pods by their `sim://<pod id>`
+        URLs."""
         return lambda url, token: cls(provider, url.removeprefix("sim://"), plan)
 
     def _check(self) -> None:
@@ -143,12 +159,14 @@ class SimPod:
             raise httpx.ConnectError(f"pod {self.pod_id} is gone")
 
     def health(self) -> dict:
+        """`{ok, busy, job, key}` as the pod service answers (the latest job and its key)."""
         self._check()
         latest = next(reversed(self.jobs), None)
         busy = latest is not None and not self.status(latest)["done"]
         return {"ok": True, "busy": busy, "job": latest, "key": self.jobs[latest]["key"] if latest else None}
 
     def submit(self, bundle_dir: Path, family: str, base_model: str, key: str = "") -> str:
+        """Start a job whose run is `plan(bundle_dir)`; returns its id."""
         self._check()
         job_id = f"{self.pod_id}-{len(self.jobs)}"
         plan = self.plan(str(bundle_dir))
@@ -156,6 +174,8 @@ class SimPod:
         return job_id
 
     def status(self, job_id: str) -> dict:
+        """`{phase, done}`: `train`, then `awaiting-eval` once the planned training time has passed,
+        then `post` from `send_eval` until the planned eval time has passed, then `done`."""
         self._check()
         job, now = self.jobs[job_id], self.provider.clock()
         if job["eval_at"] is None:
@@ -165,17 +185,21 @@ class SimPod:
         return {"phase": "done" if done else "post", "done": done}
 
     def send_eval(self, job_id: str, items: list[dict]) -> None:
+        """Start the job's scoring now (the items themselves are not used)."""
         self._check()
         self.jobs[job_id]["eval_at"] = self.provider.clock()
 
     def result(self, job_id: str) -> RunResult | None:
+        """The planned `RunResult` (the dispatcher asks only once `status` says done)."""
         self._check()
         return RunResult.model_validate(self.jobs[job_id]["plan"]["result"])
 
     def cancel(self, job_id: str) -> None:
+        """Nothing to stop: a simulated job only has a plan."""
         pass
 
     def close(self) -> None:
+        """Nothing to release."""
         pass
 
 

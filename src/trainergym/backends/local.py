@@ -71,11 +71,15 @@ class LocalBackend(QueueBackend):
                    concurrency=options.max_jobs or 1)
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
+        """Queue the bundle (deduplicated by content hash) and start worker threads; returns at
+        once."""
         handle = self._enqueue(bundle, task)
         self._ensure_workers()
         return handle
 
     async def cancel(self, handle: JobHandle) -> None:
+        """Cancel the job in the queue and stop its runner if it runs in this process; idempotent.
+        """
         self.queue.cancel(handle.job_id)
         runner = self._runners.get(handle.job_id)
         if runner is not None:
@@ -92,6 +96,8 @@ class LocalBackend(QueueBackend):
             time.sleep(poll)
 
     def close(self) -> None:
+        """Stop leasing jobs and wait up to 10 s for each worker thread; a job already running is
+        not cancelled."""
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=10)

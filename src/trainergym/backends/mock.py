@@ -103,6 +103,7 @@ def lr_at(p: PrimeRL, step: int) -> float:
 
 
 def lr_optimum(p: PrimeRL, model: str) -> float:
+    """The learning rate the surrogate trains `model` best at: `LR_OPTIMUM`, x10 for LoRA."""
     return LR_OPTIMUM[model] * (10 if p.lora else 1)
 
 
@@ -244,6 +245,8 @@ class MockBackend:
         return cls(seed=options.seed, gpu_class=options.gpu_class, latency=options.latency, reuse=options.reuse)
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
+        """Simulate the job at once (with `reuse`, an earlier succeeded run of the same bundle is
+        answered again with this episode's own eval noise); returns a handle for this delivery."""
         cached = self._by_hash.get(bundle.manifest.content_hash) if self.reuse else None
         if cached is not None:  # the same expected outcome, this episode's own eval noise
             details = cached.details
@@ -259,6 +262,8 @@ class MockBackend:
         return JobHandle(job_id=key, content_hash=result.content_hash, backend=self.name)
 
     async def result(self, handle: JobHandle, timeout: float | None = None) -> RunResult:
+        """The simulated result, after `latency` seconds; raises TimeoutError when `timeout` is
+        shorter."""
         async with asyncio.timeout(timeout):
             if self.latency:
                 await asyncio.sleep(self.latency)
@@ -270,6 +275,8 @@ class MockBackend:
         return set(self._jobs) - self._delivered - self._cancelled
 
     async def cancel(self, handle: JobHandle) -> None:
+        """Mark the job cancelled: a success not yet delivered becomes a `cancelled` result with no
+        post. Idempotent."""
         self._cancelled.add(handle.job_id)
         job = self._jobs.get(handle.job_id)
         if job is not None and job.status == "succeeded" and handle.job_id not in self._delivered:

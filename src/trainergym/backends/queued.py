@@ -38,9 +38,13 @@ class QueueBackend:
         return JobHandle(job_id=job.id, content_hash=job.content_hash, backend=self.name)
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
+        """Keep the bundle under `workdir/bundles/<hash>` and queue it (a bundle already queued,
+        running or done is not queued again); returns at once."""
         return self._enqueue(bundle, task)
 
     async def result(self, handle: JobHandle, timeout: float | None = None) -> RunResult:
+        """Poll the queue every `poll_seconds` until the job is done or failed; raises TimeoutError
+        after `timeout` seconds."""
         async with asyncio.timeout(timeout):
             while True:
                 job = self.queue.get(handle.job_id)
@@ -52,4 +56,6 @@ class QueueBackend:
         return result_from_job(job)
 
     async def cancel(self, handle: JobHandle) -> None:
+        """Fail the job in the queue as cancelled (its holder stops at its next heartbeat);
+        idempotent."""
         self.queue.cancel(handle.job_id)

@@ -84,6 +84,8 @@ class PodBackend(QueueBackend):
         return cls(workdir, pool, queue=JobQueue(options.queue or data_dir() / "jobs.db", lease_seconds=300))
 
     async def cancel(self, handle: JobHandle) -> None:
+        """Cancel the job in the queue; the dispatcher sees the lost lease and cancels it on its
+        pod."""
         self.queue.cancel(handle.job_id)  # the dispatcher sees the lost lease and cancels on the pod
 
     # --- the dispatcher: one loop, every job a small state machine advanced by tick() -------------
@@ -131,9 +133,13 @@ class PodBackend(QueueBackend):
             self.sleep(idle_poll if idle_poll is not None and not self.active else self.poll_seconds)
 
     def stop(self) -> None:
+        """Make `drain` return after its current tick; safe from another thread."""
         self._stop.set()
 
     def tick(self) -> None:
+        """One dispatcher step: return expired leases to the queue, advance the pool (boots,
+        reaping), advance every active job, then lease queued jobs while fewer than `max_pods` are
+        active."""
         self.queue.recover()
         self.pool.tick()
         for d in list(self.active.values()):

@@ -20,6 +20,9 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 @dataclass
 class ToolCall:
+    """One tool call: the tool's `name`, its `arguments` (a JSON object) and the caller's call `id`
+    ("" when the format carries none)."""
+
     name: str
     arguments: dict[str, Any]
     id: str = ""
@@ -27,6 +30,8 @@ class ToolCall:
 
 @dataclass
 class ActionError:
+    """An action that holds no runnable tool call; `message` says why, for the agent."""
+
     message: str
     calls: list[ToolCall] = field(default_factory=list)
 

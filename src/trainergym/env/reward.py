@@ -1,4 +1,4 @@
-"""The episode reward (shared/BRIEF.md), as pure functions.
+"""The episode reward, as pure functions (the weights are the original system's).
 
     total = 0.35 * validation + 0.60 * job_quality + 0.05 * speed
 
@@ -51,7 +51,9 @@ class RewardBreakdown(BaseModel):
 
 
 def validation_term(valid_on_attempt: int | None) -> float:
-    """1-based attempt number of the first valid submission, or None if none was valid."""
+    """1.0 for a job valid on the first submission, times VALIDATION_DECAY for each extra one; 0.0
+    when none was valid. `valid_on_attempt` is the 1-based attempt of the first valid submission
+    (ValueError below 1)."""
     if valid_on_attempt is None:
         return 0.0
     if valid_on_attempt < 1:
@@ -60,12 +62,16 @@ def validation_term(valid_on_attempt: int | None) -> float:
 
 
 def uplift_term(post: float, best_pre: float) -> float:
+    """The gain `post - best_pre` as a share of the room there was (`1 - best_pre` for a gain,
+    `best_pre` for a loss), clipped to [-1, 1]; 0.0 when there was no room."""
     gain = post - best_pre
     room = (1.0 - best_pre) if gain >= 0 else best_pre
     return 0.0 if room <= 0 else max(-1.0, min(1.0, gain / room))
 
 
 def job_quality(post: float, best_pre: float) -> float:
+    """`QUALITY_POST_WEIGHT * post + QUALITY_UPLIFT_WEIGHT * uplift_term`, in [-0.75, 1] for `post`
+    in [0, 1]."""
     return QUALITY_POST_WEIGHT * post + QUALITY_UPLIFT_WEIGHT * uplift_term(post, best_pre)
 
 

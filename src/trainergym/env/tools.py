@@ -19,6 +19,8 @@ class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+# The tools' argument models (`NoArgs` for the tools that take none). No docstrings on purpose:
+# pydantic would put a class docstring into the JSON schema the model reads.
 class ReadFile(_Args):
     path: str = Field(description="file path relative to the workspace root, e.g. 'INSTRUCTIONS.md'")
 
@@ -44,12 +46,16 @@ class NoArgs(_Args):
 
 @dataclass(frozen=True)
 class ToolSpec:
+    """One agent tool: its name, its description and the pydantic model of its arguments."""
+
     name: str
     description: str
     args: type[_Args]
 
     @property
     def schema(self) -> dict:
+        """The tool in OpenAI function-calling format: the argument model's JSON schema without
+        titles and with no other properties allowed."""
         params = self.args.model_json_schema()
         params.pop("title", None)
         for prop in params.get("properties", {}).values():
@@ -75,6 +81,8 @@ TOOLS = {
 
 
 class ToolOutcome(BaseModel):
+    """What a tool call shows the agent: `ok` is False for a refusal, `content` is the text."""
+
     ok: bool
     content: str
 

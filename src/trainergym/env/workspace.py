@@ -48,6 +48,9 @@ def _shown(rel: str) -> str:
 
 @dataclass(frozen=True)
 class Limits:
+    """The workspace's caps: bytes per file, number of files, total bytes, path length and path
+    depth."""
+
     max_file_bytes: int = 256 * 1024
     max_files: int = 200
     max_total_bytes: int = 4 * 1024 * 1024
@@ -56,6 +59,9 @@ class Limits:
 
 
 class Workspace:
+    """A directory the agent edits only through confined operations (`read`, `write`, `edit`,
+    `listing`); every refusal raises `WorkspaceError`. Paths in `readonly` cannot be written."""
+
     def __init__(self, root: Path, readonly: set[str] | None = None, limits: Limits = Limits()):
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -101,6 +107,8 @@ class Workspace:
 
     # --- operations --------------------------------------------------------------------
     def read(self, path: str, max_chars: int = 64_000) -> str:
+        """The file's text (bytes that are not UTF-8 replaced), cut at `max_chars` with a note of
+        how much was left out. Raises WorkspaceError for a missing file or a directory."""
         rel, target = self.resolve(path)
         if not target.exists():
             raise WorkspaceError(f"{rel} does not exist (list_files shows what does)")
@@ -113,6 +121,9 @@ class Workspace:
         return text
 
     def write(self, path: str, content: str, what: str = "content") -> str:
+        """Create or replace the file with `content` as UTF-8, making parent directories, within the
+        caps and never through a symlink; returns its normalised relative path. Refuses the root,
+        read-only files, directories and text that is not UTF-8 (naming it as `what`)."""
         if not isinstance(content, str):
             raise WorkspaceError("content must be a string")
         _check_text(what, content)
@@ -141,6 +152,8 @@ class Workspace:
         return rel
 
     def edit(self, path: str, old: str, new: str) -> str:
+        """Replace the one occurrence of `old` in the file with `new`, as `write` writes; returns
+        the relative path. Refuses an empty `old`, or one that occurs zero or several times."""
         if not isinstance(old, str) or not isinstance(new, str):
             raise WorkspaceError("old_string and new_string must be strings")
         if not old:
@@ -200,6 +213,8 @@ class Workspace:
         return None
 
     def listing(self, path: str = ".") -> str:
+        """Every file under the directory `path`, one per line with its size (and read-only mark); a
+        note when there is none."""
         rel, target = self.resolve(path)
         if not target.is_dir():
             raise WorkspaceError(f"{rel} is not a directory")

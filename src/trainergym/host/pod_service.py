@@ -5,7 +5,7 @@ once: a job is submitted, then polled. Every request carries the pod's random be
 (created when the pod is provisioned, never the Runpod API key). The hidden eval is uploaded
 only when the job reports `awaiting-eval`, after its training processes are gone.
 
-    GET  /health                     -> {"ok", "busy", "job", "key"} (the latest job and its caller's key)
+    GET  /health                     -> {"ok", "busy", "gpu", "gpu_count", "job", "key"} (latest job, its key)
     POST /jobs                       body: the bundle as .tar.gz; headers X-Family, X-Base-Model, X-Job-Key
     GET  /jobs/{id}                  -> status (phase, heartbeat, progress)
     GET  /jobs/{id}/log              -> log tail (text)
@@ -195,7 +195,8 @@ def pack(bundle_dir: Path) -> bytes:
 
 class PodClient:
     """Talks to one pod's service; every call returns within `timeout` (keep it under the
-    proxy's ~100 s)."""
+    proxy's ~100 s). An error status raises httpx.HTTPStatusError, except `result`'s 404 (not
+    done yet)."""
 
     def __init__(self, base_url: str, token: str, timeout: float = 30.0):
         self.http = httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout)
@@ -205,22 +206,30 @@ class PodClient:
         return response.json()
 
     def health(self) -> dict:
+        """`GET /health`: `{ok, busy, gpu, gpu_count, job, key}` (the latest job and the key it was
+        submitted with)."""
         return self._json(self.http.get("/health"))
 
     def submit(self, bundle_dir: Path, family: str, base_model: str, key: str = "") -> str:
+        """`POST /jobs`: upload the bundle as .tar.gz, to run with `family` and `base_model` and
+        tagged with `key` (the queue's job id); returns the pod's job id. A busy pod answers 409."""
         response = self.http.post("/jobs", content=pack(bundle_dir),
                                   headers={"X-Family": family, "X-Base-Model": base_model, "X-Job-Key": key})
         return self._json(response)["job_id"]
 
     def status(self, job_id: str) -> dict:
+        """`GET /jobs/{id}`: its `phase`, `done`, heartbeat and progress."""
         return self._json(self.http.get(f"/jobs/{job_id}"))
 
     def log(self, job_id: str, chars: int = 4000) -> str:
+        """`GET /jobs/{id}/log`: the last `chars` characters of the runner's log."""
         response = self.http.get(f"/jobs/{job_id}/log", params={"chars": chars})
         response.raise_for_status()
         return response.text
 
     def send_eval(self, job_id: str, items: list[dict]) -> None:
+        """`POST /jobs/{id}/eval`: upload the hidden-eval items; answered 409 unless the job is
+        awaiting the eval."""
         self._json(self.http.post(f"/jobs/{job_id}/eval", content=json.dumps(items)))
 
     def result(self, job_id: str) -> RunResult | None:
@@ -229,7 +238,9 @@ class PodClient:
         return None if response.status_code == 404 else RunResult.model_validate(self._json(response))
 
     def cancel(self, job_id: str) -> None:
+        """`POST /jobs/{id}/cancel`: stop the job; its result says cancelled."""
         self._json(self.http.post(f"/jobs/{job_id}/cancel"))
 
     def close(self) -> None:
+        """Close the HTTP connections."""
         self.http.close()

@@ -47,6 +47,10 @@ uv pip install --quiet {{install}} {{package}}
 
 @dataclass
 class Commands:
+    """The argv of each phase, `{placeholders}` filled by the runner: `setup` installs the pinned
+    stack and the job, `train` runs prime-rl on the bundle's rl.toml, `score` scores one model with
+    the family's scorer (pre and post)."""
+
     setup: list[str] = field(default_factory=lambda: ["bash", "-c", BOOTSTRAP])
     train: list[str] = field(default_factory=lambda: ["uv", "run", "--project", "{prime_rl}", "rl", "@", "{rl_toml}",
                                                        "--output-dir", "{run_dir}"])
@@ -60,12 +64,16 @@ class Commands:
 
 @dataclass
 class Timeouts:
+    """Seconds each phase may take (`score`: each of pre and post) before it fails as timed out."""
+
     setup: float = 1800.0
     train: float = 4 * 3600.0
     score: float = 1800.0
 
 
 class PhaseFailed(Exception):
+    """A phase ended without its outcome: the `FailureReason`, a detail and the log's tail."""
+
     def __init__(self, reason: FailureReason, detail: str = "", log_tail: str = ""):
         super().__init__(f"{reason.value}: {detail}" if detail else reason.value)
         self.reason, self.detail, self.log_tail = reason, detail, log_tail
@@ -103,6 +111,7 @@ class Runner:
 
     @property
     def phase(self) -> str:
+        """The current phase: created, setup, train, awaiting-eval, pre, post, then done."""
         return self._phase
 
     # --- plumbing ----------------------------------------------------------------------------
@@ -119,6 +128,7 @@ class Runner:
         tmp.replace(self.root / "status.json")
 
     def log_tail(self, chars: int = 4000) -> str:
+        """The last `chars` characters of the runner's log ("" before there is one)."""
         try:
             return self.log_path.read_text(errors="replace")[-chars:]
         except OSError:
@@ -240,4 +250,6 @@ class Runner:
         return result
 
     def cancel(self) -> None:
+        """Ask the job to stop; safe from another thread. The phase in progress is killed at its
+        next check (about every half second) and `run` returns a cancelled result."""
         self._cancel.set()

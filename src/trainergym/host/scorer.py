@@ -198,6 +198,8 @@ async def score(family_id: str, items_file: Path, base_url: str, model: str = SE
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line (`python -m trainergym.host.scorer`): score the items, write `{score, n}` to
+    `--out` (atomically) and print it. Returns the exit status."""
     p = argparse.ArgumentParser(prog="python -m trainergym.host.scorer", description=__doc__.split("\n\n")[0])
     p.add_argument("--family", required=True)
     p.add_argument("--weights", required=True, help="hub id or weights directory to serve")

@@ -29,10 +29,13 @@ CREATE INDEX IF NOT EXISTS entries_episode ON entries (episode);
 
 @dataclass(frozen=True)
 class Price:
+    """A model's price in USD per million prompt and completion tokens."""
+
     input: float  # USD per million prompt tokens
     output: float  # USD per million completion tokens
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """The dollars of one call with these token counts."""
         return (prompt_tokens * self.input + completion_tokens * self.output) / 1e6
 
 
@@ -47,18 +50,24 @@ def load_prices(override: Path | None = None) -> dict[str, Price]:
 
 
 def default_path() -> Path:
+    """The ledger file: `TRAINERGYM_LEDGER`, else `<data dir>/ledger.db`."""
     from trainergym.paths import data_dir
 
     return Path(os.environ.get("TRAINERGYM_LEDGER") or data_dir() / "ledger.db")
 
 
 class Ledger:
+    """The cost ledger in one SQLite file (`path`, default `default_path()`), shared by every
+    process that opens it."""
+
     def __init__(self, path: Path | str | None = None):
         self.path = Path(path) if path else default_path()
         self.store = Store(self.path, _SCHEMA)
 
     def record(self, kind: str, usd: float, source: str, episode: str | None = None, model: str | None = None,
                prompt_tokens: int | None = None, completion_tokens: int | None = None, note: str | None = None) -> None:
+        """Append one entry: `usd` dollars of `kind` (`llm`, `gpu`) known by `source`, with the
+        episode, model and token counts where they apply. Committed when it returns."""
         with self.store.tx() as db:
             db.execute("INSERT INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (time.time(), kind, episode, model, prompt_tokens, completion_tokens, usd, source, note))
@@ -85,6 +94,7 @@ class Ledger:
                 "GROUP BY kind, source, model ORDER BY kind, source, model")]
 
     def rows(self, episode: str | None = None) -> list[dict]:
+        """Every entry (of `episode`, if given) as a dict, oldest first."""
         with self.store.tx() as db:
             return [dict(row) for row in db.execute("SELECT * FROM entries" + (" WHERE episode = ?" if episode else "")
                                                     + " ORDER BY ts", (episode,) if episode else ())]

@@ -1,8 +1,8 @@
 """A capped pool of warm GPU pods, provider-agnostic.
 
 `PodProvider` is the whole contract with a cloud (create, get, list, terminate), so the Runpod
-GraphQL SDK can later give way to its REST API. `PodPool` provisions pods by walking a `Ladder`
-of (GPU type, count, cloud) rungs: out of stock -> next rung; boot timeout -> terminate -> next
+GraphQL SDK can later give way to its REST API. `PodPool` provisions pods by walking a ladder
+(`PoolConfig.ladder`) of (GPU type, count, cloud) rungs: out of stock -> next rung; boot timeout -> terminate -> next
 rung; transient errors -> retry the same rung; authentication errors stop everything. Idle pods
 are reused, then reaped after `idle_seconds`. Every pod is named `<prefix>-<nonce>` and recorded
 in SQLite before it is created, so on start `reconcile` can terminate pods the provider bills for
@@ -25,23 +25,34 @@ from trainergym.infra.store import Store
 
 
 class ProviderError(Exception):
+    """A provider call failed. `kind` says how the pool reacts; an unknown failure may have left a
+    pod behind, so the pool reconciles."""
+
     kind: Literal["capacity", "auth", "transient", "unknown"] = "unknown"
 
 
 class CapacityError(ProviderError):
+    """The rung's GPUs are out of stock: the pool takes the next rung."""
+
     kind = "capacity"
 
 
 class AuthError(ProviderError):
+    """The provider refused our credentials: nothing can be provisioned."""
+
     kind = "auth"
 
 
 class TransientError(ProviderError):
+    """A failure worth retrying on the same rung (rate limits, timeouts, dropped connections)."""
+
     kind = "transient"
 
 
 @dataclass(frozen=True)
 class Rung:
+    """One step of the ladder: `gpu_count` GPUs of `gpu_type` (the provider's id) in `cloud`."""
+
     gpu_type: str
     gpu_count: int = 2
     cloud: Literal["SECURE", "COMMUNITY", "ALL"] = "ALL"
@@ -53,6 +64,8 @@ DEFAULT_LADDER = (Rung("NVIDIA RTX A5000"), Rung("NVIDIA A40"), Rung("NVIDIA GeF
 
 @dataclass
 class PodInfo:
+    """A pod as the provider reports it."""
+
     id: str
     name: str
     status: str  # RUNNING, EXITED, TERMINATED ...
@@ -62,14 +75,28 @@ class PodInfo:
 
 
 class PodProvider(Protocol):
-    def create(self, name: str, rung: Rung, env: dict[str, str]) -> str: ...
-    def get(self, pod_id: str) -> PodInfo | None: ...
-    def list(self) -> list[PodInfo]: ...
-    def terminate(self, pod_id: str) -> None: ...
+    """The whole contract with a cloud. Every method raises a `ProviderError` (or a subclass) when
+    the call fails."""
+
+    def create(self, name: str, rung: Rung, env: dict[str, str]) -> str:
+        """Create a pod called `name` on `rung` with environment `env`; returns its id at once (it
+        boots in the background). `CapacityError` when the rung is out of stock."""
+
+    def get(self, pod_id: str) -> PodInfo | None:
+        """The pod, or None when the provider no longer has it."""
+
+    def list(self) -> list[PodInfo]:
+        """Every pod of the account (the pool tells its own by their name prefix)."""
+
+    def terminate(self, pod_id: str) -> None:
+        """Terminate the pod (the pool checks with `get` that it is gone)."""
 
 
 @dataclass
 class Pod:
+    """A pod as the pool tracks it and records it in its database: its bearer `token`, rung, URL and
+    rate, its state (booting, idle, busy, gone), the job it serves and its boot deadline."""
+
     id: str
     name: str
     token: str
@@ -97,6 +124,10 @@ CREATE TABLE IF NOT EXISTS costs (
 
 @dataclass
 class PoolConfig:
+    """How the pool provisions: at most `max_pods` pods, the ladder of rungs, boot and idle
+    timeouts, the poll interval, retries of transient errors, the pods' name prefix and the
+    environment every pod gets."""
+
     max_pods: int = 16
     ladder: tuple[Rung, ...] = DEFAULT_LADDER
     boot_timeout: float = 15 * 60.0
@@ -112,6 +143,10 @@ class PoolExhausted(Exception):
 
 
 class PodPool:
+    """Warm pods for jobs, provisioned down the ladder and recorded in SQLite (`db`), so that a
+    restarted pool can `reconcile`. Driven by one thread (the dispatcher's); `clock` and `sleep` may
+    be virtual."""
+
     def __init__(self, provider: PodProvider, db: Path | str, config: PoolConfig | None = None,
                  clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep, ledger=None):
         """`ledger`: the installation's cost ledger (`trainergym.infra.costs.Ledger`), which also
@@ -139,6 +174,7 @@ class PodPool:
 
     @property
     def live(self) -> list[Pod]:
+        """The pods not gone: booting, idle or busy."""
         return [p for p in self.pods.values() if p.state != "gone"]
 
     # --- provisioning: non-blocking, advanced by tick() -----------------------------------------
@@ -242,6 +278,7 @@ class PodPool:
 
     # --- release, reaping, termination -------------------------------------------------------------
     def release(self, pod: Pod) -> None:
+        """The pod's job is over: the pod becomes idle, for reuse until `reap` ends it."""
         pod.state, pod.job_id, pod.idle_since = "idle", None, self.clock()
         self._save(pod)
 
@@ -283,10 +320,14 @@ class PodPool:
                                                                f"{seconds:.0f} s, {reason}")
 
     def billed_usd(self) -> float:
+        """The dollars billed for this pool's ended pods so far (seconds x rate, from its database).
+        """
         with self.store.tx() as db:
             return db.execute("SELECT COALESCE(SUM(usd), 0) FROM costs").fetchone()[0]
 
     def shutdown(self) -> None:
+        """Terminate (and bill) every live pod; a pod not created yet is forgotten. Raises
+        ProviderError if a pod is still there after its terminate."""
         for pod in list(self.live):
             if pod.id:
                 self._terminate(pod, "shutdown")

@@ -42,7 +42,10 @@ def _sdk():
 
 
 def classify(exc: Exception) -> ProviderError:
-    """Map what the SDK raises onto the pool's error kinds (shared/reference/runpod.md, section 2)."""
+    """Map what the SDK raises onto the pool's error kinds: its `AuthenticationError` is an
+    `AuthError`; a `QueryError` saying the GPUs are gone a `CapacityError`, any other an unknown
+    `ProviderError` (the pod may exist); everything else (error pages that are not JSON, timeouts,
+    refused connections) a `TransientError`."""
     runpod = _sdk()
     text = str(getattr(exc, "message", exc)).lower()
     if isinstance(exc, runpod.error.AuthenticationError):
@@ -56,10 +59,14 @@ def classify(exc: Exception) -> ProviderError:
 
 
 class RunpodProvider:
+    """`PodProvider` over the `runpod` SDK: pods of `image` that run `bootstrap`, their service
+    reached through `proxy_url`. Raises AuthError without an API key (`api_key` or
+    `RUNPOD_API_KEY`), ProviderError without the SDK."""
+
     def __init__(self, api_key: str | None = None, image: str = IMAGE, proxy_url: str = PROXY_URL,
                  port: int = SERVICE_PORT, bootstrap: str | None = None, volume_gb: int = 0, container_disk_gb: int = 60):
         """`bootstrap`: the script a pod runs at boot (default: install trainergym and the
-        families per `stack.pod_install()`, then serve jobs)."""
+        families per `trainergym.job.stack.pod_install()`, then serve jobs)."""
         self.runpod = _sdk()
         key = api_key or os.environ.get("RUNPOD_API_KEY")
         if not key:
@@ -79,6 +86,8 @@ class RunpodProvider:
             raise classify(e) from e
 
     def create(self, name: str, rung: Rung, env: dict[str, str]) -> str:
+        """Create a pod on `rung` (its `env` travels base64-encoded); returns its id. Refuses names
+        and GPU types outside a safe alphabet."""
         if not _SAFE.match(name) or not _SAFE.match(rung.gpu_type):
             raise ProviderError(f"unsafe characters in {name!r} / {rung.gpu_type!r}")
         payload = base64.b64encode(json.dumps(env).encode()).decode()
@@ -106,11 +115,15 @@ class RunpodProvider:
                        cost_per_hr=float(pod.get("costPerHr") or 0.0), url=url)
 
     def get(self, pod_id: str) -> PodInfo | None:
+        """The pod (ready once it runs and has a service URL), or None when the provider no longer
+        has it."""
         pod = self._call(self.runpod.get_pod, pod_id)
         return None if not pod else self._info(pod)
 
     def list(self) -> list[PodInfo]:
+        """Every pod of the account."""
         return [self._info(p) for p in self._call(self.runpod.get_pods) or []]
 
     def terminate(self, pod_id: str) -> None:
+        """Terminate the pod."""
         self._call(self.runpod.terminate_pod, pod_id)

@@ -17,6 +17,9 @@ from pathlib import Path
 
 
 class Store:
+    """One SQLite file (`path`) with `schema` applied on open: a connection per thread, and `tx()`
+    for every read and write."""
+
     def __init__(self, path: Path | str, schema: str):
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,8 @@ BUNDLED = (JOB_FILE, TASKSET_DIR + "/")
 
 
 class Lora(BaseModel):
+    """LoRA adapter settings; without them the job fine-tunes every weight."""
+
     model_config = ConfigDict(extra="forbid")
     rank: int = Field(16, ge=4, le=64)
     alpha: float = Field(32.0, gt=0, le=256)
@@ -61,12 +63,17 @@ class PrimeRL(BaseModel):
 
 
 class JobSection(BaseModel):
+    """`[job]`: the base model to train and free-text notes."""
+
     model_config = ConfigDict(extra="forbid")
     base_model: str
     notes: str = ""
 
 
 class JobConfig(BaseModel):
+    """A parsed `job.toml`: `[job]` and `[prime_rl]`, unknown keys refused. With a schedule other
+    than constant, `warmup_steps` must be below `max_steps`."""
+
     model_config = ConfigDict(extra="forbid")
     job: JobSection
     prime_rl: PrimeRL
@@ -223,6 +230,7 @@ class JobBundle(BaseModel):
 
     @property
     def rl_toml(self) -> Path:
+        """The rendered prime-rl config in the bundle."""
         return self.root / "rl.toml"
 
     @classmethod
@@ -272,4 +280,5 @@ def build_bundle(workspace_root: Path, dest: Path, job: JobConfig, task: TaskSpe
 
 
 def write_manifest(bundle: JobBundle) -> None:
+    """Write the bundle's manifest to its `manifest.json`, replacing what was there."""
     (bundle.root / "manifest.json").write_text(json.dumps(bundle.manifest.model_dump(mode="json"), indent=2))

@@ -1,9 +1,9 @@
 """GPU classes and the training-step memory and throughput estimates of a job.
 
-Calibrated on shared/reference/gpu-memory.md: measured peaks and throughput of one training
-step of Qwen3-0.6B / 1.7B-shaped models on an H200 (micro-batch 1, activation checkpointing
-on, AdamW on the GPU). That is an upper bound for prime-rl, which offloads optimizer state:
-the one offloaded measurement (0.6B, seq_len 4096) peaked at 0.81x, which we apply to all.
+Calibrated on measured peaks and throughput of one training step of Qwen3-0.6B / 1.7B-shaped
+models on an H200 (micro-batch 1, activation checkpointing on, AdamW on the GPU). That is an
+upper bound for prime-rl, which offloads optimizer state: the one offloaded measurement (0.6B,
+seq_len 4096) peaked at 0.81x, which we apply to all.
 """
 
 from __future__ import annotations
@@ -22,10 +22,13 @@ LORA_FACTOR = 0.85  # assumption: no full optimizer state, activations unchanged
 
 @dataclass(frozen=True)
 class GPU:
+    """A GPU class: its Runpod id, memory, assumed speed relative to an H200 and on-demand price per
+    GPU-hour."""
+
     name: str  # Runpod gpuTypeId
     memory_gib: float
     speed_vs_h200: float  # bf16 dense throughput relative to an H200 (assumed)
-    usd_per_hour: float  # on-demand, per GPU, as read in shared/reference/runpod.md
+    usd_per_hour: float  # on-demand, per GPU: Runpod's list price when these were calibrated
 
 
 GPUS = {
@@ -44,6 +47,7 @@ ALIASES = {"A5000": "NVIDIA RTX A5000", "RTX 4090": "NVIDIA GeForce RTX 4090", "
 
 
 def gpu(name: str) -> GPU:
+    """The GPU class `name` (a Runpod id or an alias such as "A40"); KeyError for an unknown one."""
     key = ALIASES.get(name, name)
     if key not in GPUS:
         raise KeyError(f"unknown GPU class {name!r}; known: {', '.join(ALIASES)}")
@@ -74,6 +78,8 @@ def peak_memory_gib(model: str, seq_len: int, lora: bool = False) -> float:
 
 
 def train_tokens_per_second(model: str, seq_len: int, device: GPU) -> float:
+    """Estimated trained tokens per second of `model` at `seq_len` on one `device`: the H200
+    calibration (at least 1000) scaled by the device's speed."""
     return max(1000.0, _interpolate(model, seq_len, 2)) * device.speed_vs_h200
 
 

@@ -3,7 +3,7 @@
 Jobs are written against the verifiers v1 authoring API as released in verifiers 0.4.0 and
 trained by prime-rl at a commit whose vendored verifiers shares that authoring core
 (docs/design.md, "The stack pin"). The pin is recorded in every job manifest and result.
-pyproject.toml requires exactly `VERIFIERS_VERSION` (tests/test_stack.py keeps them equal).
+pyproject.toml requires exactly `VERIFIERS_VERSION` (tests/job/test_stack.py keeps them equal).
 """
 
 from importlib import metadata
@@ -19,6 +19,9 @@ PRIME_RL_PYTHON = "3.12"
 
 
 class StackPin(BaseModel):
+    """The stack generation a job targets: the verifiers release, the prime-rl commit, and the
+    verifiers commit and Python that prime-rl uses. Recorded in every manifest and result."""
+
     model_config = ConfigDict(frozen=True)
 
     verifiers: str = VERIFIERS_VERSION
@@ -31,6 +34,7 @@ PIN = StackPin()
 
 
 def installed_verifiers() -> str | None:
+    """The installed verifiers version, or None when verifiers is not installed."""
     try:
         return metadata.version("verifiers")
     except metadata.PackageNotFoundError:

@@ -49,6 +49,9 @@ class Item:
 
 @dataclass
 class Case:
+    """One rollout of the bank: its item, `kind` ("correct", "wrong" or an adversarial kind), tool
+    calls and reply (None: no reply at all)."""
+
     item: int
     kind: str  # "correct", "wrong", or an adversarial kind
     calls: list[dict]
@@ -58,6 +61,9 @@ class Case:
 
 @dataclass
 class Finding:
+    """An exploit: a reply of `kind` paid `paid`, more than the `plain` wrong answer it dresses up.
+    """
+
     kind: str
     reply: str
     paid: float
@@ -66,6 +72,11 @@ class Finding:
 
 @dataclass
 class Verdict:
+    """What the rewards say: rewards that raised (`errors`) or left the range, exploits, per group
+    (items whose correct rollout was paid more than every other reply, items), the mean margin, the
+    share of items whose rewards vary, and whether empty replies stayed unpaid beyond a wrong one.
+    """
+
     errors: list[str] = field(default_factory=list)
     out_of_range: list[float] = field(default_factory=list)
     exploits: list[Finding] = field(default_factory=list)
@@ -97,6 +108,8 @@ def literals(package_dir: Path, max_files: int = 200) -> list[str]:
 
 
 def sentences(texts: list[str]) -> list[str]:
+    """The sentences of `texts`: split after . ! or ? and at line breaks, stripped, empty ones
+    dropped."""
     return [s.strip() for t in texts for s in re.split(r"(?<=[.!?])\s+|\n+", t) if s.strip()]
 
 
@@ -206,6 +219,10 @@ def _plain_of(cases: list[Case], item: int) -> int:
 
 def judge(items: list[Item], cases: list[Case], rewards: list[float | None], errors: list[str | None],
           lo: float = 0.0, hi: float = 1.0) -> Verdict:
+    """Judge `rewards` and `errors` (in case order) of `cases` built from `items`, against the range
+    [`lo`, `hi`]. When a reward raised or gave no number, the verdict holds only the errors and
+    out-of-range values; otherwise also separation per group, exploits, margin and group variance.
+    """
     v = Verdict(scored=len(cases))
     for c, r, e in zip(cases, rewards, errors):
         if r is None:

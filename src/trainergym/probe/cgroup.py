@@ -113,6 +113,7 @@ class Cgroup:
         return [str(d / "cgroup.procs") for d in self.dirs.values()]
 
     def pids(self) -> set[int]:
+        """The pids in the cgroup now (none once it is gone)."""
         out = set()
         for d in self.dirs.values():
             try:
@@ -143,6 +144,8 @@ class Cgroup:
             time.sleep(0.02)
 
     def remove(self) -> None:
+        """Kill every process in it, then delete its directories (waiting briefly for the killed to
+        leave)."""
         self.kill()
         for d in self.dirs.values():
             for _ in range(50):  # a killed process leaves the cgroup once reaped
@@ -155,4 +158,5 @@ class Cgroup:
                     time.sleep(0.02)
 
     def describe(self) -> str:
+        """`cgroup v1` or `cgroup v2`."""
         return f"cgroup v{self.version}"

@@ -4,7 +4,7 @@ It catches on a CPU every defect of a job that can be caught there, and explains
 named `ProbeItem` (pass / fail / warn / skip, message, hint) the agent can act on.
 
 **The probe judges; the job only answers.** Agent code runs only in the confined child
-(`probe_child.py`, inside `trainergym.probe.sandbox`), which hands back data: the job's tasks
+(`trainergym.probe.child`, inside `trainergym.probe.sandbox`), which hands back data: the job's tasks
 (prompt, system prompt, answer, world), one reward per rollout it is given, and its tools'
 answers to given calls. Every judgment, and every number in the manifest that the surrogate
 pays for, is computed here, in a process that never imported agent code:
@@ -79,6 +79,9 @@ SHAPE_WARN = 0.8
 
 
 class ProbeItem(BaseModel):
+    """One check's verdict, phrased for the agent: its name, pass / fail / warn / skip, a message
+    and a hint."""
+
     check: str
     status: Literal["pass", "fail", "warn", "skip"]
     message: str
@@ -86,6 +89,9 @@ class ProbeItem(BaseModel):
 
 
 class ProbeReport(BaseModel):
+    """The probe's verdict on one job: its items in order, what confined agent code (`confinement`),
+    how long it took, and the measurements the manifest records for the surrogate."""
+
     items: list[ProbeItem] = []
     confinement: str = ""
     seconds: float = 0.0
@@ -93,12 +99,16 @@ class ProbeReport(BaseModel):
 
     @property
     def ok(self) -> bool:
+        """True when there is at least one item and none failed."""
         return bool(self.items) and all(i.status != "fail" for i in self.items)
 
     def add(self, check: str, status: str, message: str, hint: str = "") -> None:
+        """Append one item."""
         self.items.append(ProbeItem(check=check, status=status, message=message, hint=hint))
 
     def render(self) -> str:
+        """The report as the agent reads it: VALID or INVALID, then one line per item (with its
+        hint, unless it passed)."""
         head = "VALID: the job passed validation." if self.ok else "INVALID: fix the failed checks and submit again."
         rows = [head]
         for i in self.items:
@@ -121,6 +131,9 @@ class _Answer(BaseModel):
 
 
 class TaskRow(_Answer):
+    """One job task as the child reports it (prompt, system prompt, answer, world), with capped
+    lengths."""
+
     prompt: str = Field(max_length=MAX_PROMPT_CHARS + 1)
     system_prompt: str = Field(max_length=MAX_PROMPT_CHARS + 1)
     answer: str = Field(max_length=2001)
@@ -129,11 +142,17 @@ class TaskRow(_Answer):
 
 
 class ToolName(_Answer):
+    """One of the job's tools as the child reports it: its name and parameter names."""
+
     name: str = Field(max_length=200)
     params: list[str] = Field(max_length=50)
 
 
 class Loaded(_Answer):
+    """The child's answer to `load`: the job's tasks (up to the cap), whether it yielded more or
+    declares itself infinite, which fields its TaskData has, and its tools (or why they failed to
+    build)."""
+
     stage: Literal["loaded"]
     verifiers_version: str | None
     declared_infinite: bool
@@ -146,17 +165,21 @@ class Loaded(_Answer):
 
 
 class Scored(_Answer):
+    """The child's answer to `score`: one reward (or error) per rollout, in the order sent."""
+
     rewards: list[float | None]
     errors: list[str | None]
 
 
 class ToolAnswers(_Answer):
+    """The child's answer to `tools`: per item, each call's result, in the order sent."""
+
     results: list[list[str]]
 
 
 # --- the conversation with the confined child --------------------------------------------------
 class _Session:
-    """Drives one probe session (see probe_child.py): reads the job's tasks, verifies and
+    """Drives one probe session (see `trainergym.probe.child`): reads the job's tasks, verifies and
     checks them here, then sends the reward bank and the tool calls, and keeps the answers."""
 
     def __init__(self, task: TaskSpec, job: JobConfig, package_dir: Path):

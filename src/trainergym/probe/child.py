@@ -1,9 +1,9 @@
 """The half of the validation probe that touches agent-written code: it answers, it never judges.
 
-Run as a script inside the sandbox (`trainergym.probe.sandbox` copies it next to the job, so the
-library's own source stays out of reach), never imported by the library:
+Run as a script inside the sandbox (`trainergym.probe.sandbox` copies it into the job spool as
+`main.py`, so the library's own source stays out of reach), never imported by the library:
 
-    python probe_child.py --serve LIMITS_JSON
+    python -I main.py --serve LIMITS_JSON
 
 It imports verifiers once, prints `ready`, then serves one *session* per job: for the first
 request line on stdin it forks a fresh child that copies the job package into its private /tmp
@@ -16,7 +16,7 @@ each way, until the library says `done` or the session's deadline passes:
              data put in its place; tool calls and their results; a final reply), in order;
 - `tools` -> the job's tools' answers to given calls on given task data, in order.
 
-Everything the child says is data that the library type-checks and judges itself (probe.py):
+Everything the child says is data that the library type-checks and judges itself (`trainergym.probe.checks`):
 the requests carry no labels, so agent code that takes over this process can only answer
 the way some reward function would. After each session the worker kills every process the
 child left behind. This file imports nothing from trainergym.
@@ -97,9 +97,11 @@ class Job:
         return clone
 
     def toolsets(self, task) -> list:
+        """The toolsets the job gives `task`: its taskset's, then the task type's."""
         return list(self.cls.toolsets(self.config)) + list(type(task).toolsets(task.config))
 
     def tool_names(self) -> list[dict]:
+        """The tools the job advertises (for its first task), with their parameter names."""
         return [{"name": name, "params": [p for p in inspect.signature(fn).parameters if p != "self"]}
                 for name, fn in _advertised(self.toolsets(self.tasks[0])).items()]
 
@@ -399,6 +401,8 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
 
 
 def serve(limits: dict) -> None:
+    """The warm worker: import verifiers once, print `ready`, then run one session per request line
+    on stdin until stdin closes. A session that fails ends with a crash line; the worker goes on."""
     # The point of a warm worker: pay these imports once. The loader looks a taskset id up in
     # verifiers.v1.tasksets first, which imports mcp (~1 s).
     import verifiers.v1  # noqa: F401

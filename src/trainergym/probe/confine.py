@@ -64,6 +64,9 @@ def _mounts() -> list[tuple[str, set[str]]]:
 
 
 def setup(plan: dict) -> None:
+    """Steps 1 and 2 above: make every mount private, replay `plan["steps"]` (tmpfs, bind, symlink),
+    remount the rest read-only, mount /proc and enter `plan["chdir"]`. Raises OSError when a mount
+    fails, or when a writable mount cannot be made read-only."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     # Open what will be bound back before the masks hide it: a bind from /proc/self/fd/N
     # reaches the original even once its path is covered.
@@ -114,6 +117,9 @@ def drop(plan: dict) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """Set up, then run ARGV in a child that first `drop`s privilege, and reap every process until
+    it exits. Returns its exit code (negative: the signal that killed it); 125 when the setup failed
+    (the child exits 126 when `drop` or the exec fails)."""
     plan, argv = json.loads(argv[1]), argv[argv.index("--") + 1:]
     try:
         setup(plan)

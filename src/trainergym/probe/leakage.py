@@ -42,6 +42,8 @@ _TOKEN = re.compile(r'"([^"\n]{3,80})"'  # a quoted string
 
 
 def normalise(text: str) -> str:
+    """`text` lower-cased, with punctuation turned into spaces and whitespace collapsed: what rule 1
+    compares."""
     return " ".join(re.sub(r"[^\w\s]", " ", text.lower()).split())
 
 

@@ -43,7 +43,7 @@ from trainergym.probe.cgroup import Cgroup
 CHILD = Path(__file__).with_name("child.py")
 CONFINE = Path(__file__).with_name("confine.py")
 SCRIPT = "main.py"  # the child's name in the spool: nothing in it says "probe" to agent code
-ANSWER, END = "A ", "E "  # the worker's marks on a relayed answer and on its end line (probe_child.py)
+ANSWER, END = "A ", "E "  # the worker's marks on a relayed answer and on its end line (child.py)
 MODES = ("auto", "bwrap", "namespaces", "none")
 # As root, each sandbox runs as a uid of its own drawn from this range, which owns no file and
 # shares no per-uid limit with any other sandbox (a collision between two live sandboxes of
@@ -55,6 +55,9 @@ _KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_S
 
 @dataclass(frozen=True)
 class Limits:
+    """What a confined child may use: wall-clock and CPU seconds, memory per process and in total
+    (cgroup), the largest file, its /tmp, processes and open files."""
+
     wall_seconds: float = 90.0
     cpu_seconds: int = 120
     memory_bytes: int = 4 << 30  # address space per process
@@ -192,6 +195,8 @@ class Sandbox:
         }[self.kind]
 
     def env(self, home: str) -> dict[str, str]:
+        """The child's environment: the few harmless variables of ours (never a secret-looking one),
+        `HOME` and `TMPDIR`, no bytecode or user site, no proxy, Hugging Face offline."""
         env = {k: v for k, v in os.environ.items() if k in _KEEP_ENV and not _SECRET_ENV.search(k)}
         env.update(HOME=home, TMPDIR="/tmp" if self.kind in ("bwrap", "namespaces") else home,
                    PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", NO_PROXY="*", HF_HUB_OFFLINE="1")
@@ -289,14 +294,17 @@ class Sandbox:
 
 
 class WorkerError(RuntimeError):
+    """The confined worker failed to start, or stopped answering."""
+
     pass
 
 
 class WarmWorker:
     """One confined worker with verifiers imported, forking a fresh child per request.
 
-    `run` copies the job package into the spool, sends one request line, and waits for the
-    child's one-line result. A worker that dies, hangs or answers garbage is replaced."""
+    `run` copies the job package into the spool and holds one session with a fresh child: it
+    sends the request, relays each answer to `follow` and its reply back, and returns the
+    session's end line. A worker that dies, hangs or answers garbage is replaced."""
 
     def __init__(self, sandbox: Sandbox | None = None):
         self.sandbox = sandbox or Sandbox()
@@ -333,7 +341,7 @@ class WarmWorker:
         return proc.stdout.readline() if ready else ""
 
     def run(self, package_dir: Path, request: dict, follow=None) -> dict:
-        """One session for the job in `package_dir` (see probe_child.py): send `request`, then
+        """One session for the job in `package_dir` (see `child.py`): send `request`, then
         for each answer `follow(answer)` gives the next request, or None to end. Returns the
         session's last line (`end: True`, with the child's stderr tail and, on failure, its
         `stage` and `error`); the answers before it went to `follow`."""
@@ -408,6 +416,7 @@ class WarmWorker:
             self._cgroup = None
 
     def close(self) -> None:
+        """Kill the worker and every process of its sandbox, and delete its spool."""
         if self._proc is not None:
             self._end(self._proc)
             self._proc = None

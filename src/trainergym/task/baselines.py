@@ -53,15 +53,18 @@ def wilson_interval(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
 
 @functools.cache
 def load_baselines(path: Path = BASELINES_FILE) -> tuple[Baseline, ...]:
+    """Every baseline row of `path` (the packaged baselines.toml), validated; read once per path."""
     data = tomllib.loads(path.read_text())
     return tuple(Baseline.model_validate(row) for row in data["baseline"])
 
 
 def for_family(family: str) -> list[Baseline]:
+    """The family's baselines in file order (none for an unknown family)."""
     return [b for b in load_baselines() if b.family == family]
 
 
 def score(family: str, model: str) -> Baseline:
+    """The baseline of `model` on `family`; KeyError when there is none."""
     for b in for_family(family):
         if b.model == model:
             return b
@@ -69,6 +72,8 @@ def score(family: str, model: str) -> Baseline:
 
 
 def best_pre(family: str) -> Baseline:
+    """The family's best untrained baseline (the highest score): the bar uplift is measured against.
+    KeyError for a family with none."""
     rows = for_family(family)
     if not rows:
         raise KeyError(f"no baselines for family {family!r}")

@@ -49,12 +49,27 @@ class Family(Protocol):
     PUBLIC_MODULES: tuple[str, ...]  # file names in the package dir job code may import (e.g. "toolset.py")
     READ_FORM: str  # the form of prompt (and world) `solve` and `skills` can read, for job authors
 
-    def generate(self, seed: int | str, n: int, namespace: str = "public", difficulty: int | None = None) -> list[dict]: ...
-    def check(self, reply: str, answer: str) -> bool: ...
-    def solve(self, item: dict) -> dict: ...  # ValueError when the item is not in READ_FORM
-    def distractors(self, item: dict) -> list[dict]: ...
-    def skills(self, row: dict) -> set[str]: ...  # the item's skill tags, read as `solve` reads it; ValueError likewise
-    def dev_examples(self) -> list[dict]: ...
+    def generate(self, seed: int | str, n: int, namespace: str = "public", difficulty: int | None = None) -> list[dict]:
+        """`n` items for `seed` in `namespace` ("public", "dev", "hidden", "probe", ...), all of one
+        `difficulty` level or mixed. The same arguments give the same items; each namespace draws
+        from a stream of its own."""
+
+    def check(self, reply: str, answer: str) -> bool:
+        """Whether a model's final `reply` gives `answer`: the eval's own judgment."""
+
+    def solve(self, item: dict) -> dict:
+        """The reference solver's trajectory on `item` (`{calls, reply}`); ValueError when the item
+        is not in READ_FORM."""
+
+    def distractors(self, item: dict) -> list[dict]:
+        """Plausible wrong replies to `item` in its answer format, each `{kind, reply}`, `kind`
+        naming the mistake that produces it."""
+
+    def skills(self, row: dict) -> set[str]:
+        """The item's skill tags, read as `solve` reads it; ValueError likewise."""
+
+    def dev_examples(self) -> list[dict]:
+        """The few public items the task shows the agent."""
 
 
 @functools.cache
@@ -64,6 +79,7 @@ def families() -> dict[str, Family]:
 
 
 def get_family(family_id: str) -> Family:
+    """The installed family `family_id`; KeyError naming the installed ones otherwise."""
     found = families()
     if family_id not in found:
         raise KeyError(f"unknown family {family_id!r}; installed: {', '.join(sorted(found)) or 'none'}")
@@ -71,6 +87,8 @@ def get_family(family_id: str) -> Family:
 
 
 class Range(BaseModel):
+    """A closed interval: `value in r` tests it, `str(r)` shows it as `[min, max]`."""
+
     model_config = ConfigDict(frozen=True)
     min: float
     max: float
@@ -100,6 +118,9 @@ class Bounds(BaseModel):
 
 
 class Example(BaseModel):
+    """One task item: id, prompt, expected answer, skill tags, difficulty and the `world` its eval
+    tools answer from."""
+
     model_config = ConfigDict(frozen=True)
     id: str
     prompt: str
@@ -110,6 +131,10 @@ class Example(BaseModel):
 
 
 class TaskSpec(BaseModel):
+    """Everything the agent is told about one task: what to teach, the answer format, the bounds its
+    job must respect, the eval tools and toolset, dev examples, and its turn and submit budgets.
+    Frozen; a base model outside `ALLOWED_BASE_MODELS` is refused (ValueError)."""
+
     model_config = ConfigDict(frozen=True)
 
     id: str
@@ -135,6 +160,7 @@ class TaskSpec(BaseModel):
 
     @property
     def eval_tool_names(self) -> list[str]:
+        """The eval tools' names, in order."""
         return [tool["function"]["name"] for tool in self.eval_tools]
 
     def brief(self) -> str:
