@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.fakes.jobs import bundles
 from trainergym.infra.queue import JobQueue
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[1] / "fakes"
 
 
 def test_sigkill_soak(fleet, tmp_path, task, reference_files, monkeypatch):  # noqa: F811

@@ -86,7 +86,7 @@ def test_step_after_the_end_and_before_reset_do_not_raise(reference_run):
 def test_naive_exhausts_attempts_with_cached_identical_resubmissions():
     async def go():
         env = AsyncTrainerEnv()
-        info = await run_episode(env, make_agent("naive"), options={"task": Path(__file__).parents[1] / "examples/tasks/calc_chain.toml"})
+        info = await run_episode(env, make_agent("naive"), options={"task": Path(__file__).parents[2] / "examples/tasks/calc_chain.toml"})
         ep = env.episode
         assert ep.attempts == 3 and ep.valid_on_attempt is None and info["attempts_left"] == 0
         assert info["reward_breakdown"]["total"] == 0.0  # parseable but never valid

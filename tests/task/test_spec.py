@@ -10,7 +10,7 @@ def test_family_is_discovered_through_entry_points():
 
 
 def test_task_by_family_id_and_by_path_agree(task):
-    from_file = load_task(Path(__file__).parents[1] / "examples/tasks/calc_chain.toml")
+    from_file = load_task(Path(__file__).parents[2] / "examples/tasks/calc_chain.toml")
     assert from_file == task
     assert task.family == "calc_chain" and not task.held_out
     assert task.max_submit_attempts == 3

@@ -217,7 +217,13 @@ class Runner:
             # Only now, with every training process gone, does the hidden eval reach the host.
             self._phase = "awaiting-eval"
             self._status()
-            self._hidden_eval = self._fetch_eval()
+            try:
+                items = self._fetch_eval()
+            except TimeoutError as e:  # the dispatcher never sent it: not the job's fault
+                raise PhaseFailed(FailureReason.RUNNER_ERROR, str(e)) from None
+            if self._cancel.is_set():  # cancelled while waiting for the eval
+                raise PhaseFailed(FailureReason.CANCELLED)
+            self._hidden_eval = items
             eval_n = len(self._hidden_eval)
             eval_dir = self.root / f"eval-{os.urandom(6).hex()}"
             eval_dir.mkdir(mode=0o700)

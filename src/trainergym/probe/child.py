@@ -445,4 +445,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--serve":
         serve(json.loads(sys.argv[2]))
     else:
-        sys.exit("usage: probe_child.py --serve LIMITS_JSON")
+        sys.exit("usage: child.py --serve LIMITS_JSON")
