@@ -77,27 +77,6 @@ def test_a_budget_needs_a_price(tmp_path):
         LLMAgent(LLMConfig(model="nobody/unknown", budget_usd=1.0), Ledger(tmp_path / "l.db"), client=object())
 
 
-def test_the_ledger_is_safe_under_concurrent_writers(tmp_path):
-    import multiprocessing as mp
-
-    path = tmp_path / "ledger.db"
-    Ledger(path)
-    procs = [mp.get_context("spawn").Process(target=_write_many, args=(str(path), i)) for i in range(4)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    totals = Ledger(path).totals()
-    assert totals["entries"] == 4 * 200 and totals["prompt_tokens"] == 4 * 200 * 10
-    assert totals["usd"] == pytest.approx(4 * 200 * 0.001)
-
-
-def _write_many(path, worker):
-    ledger = Ledger(path)
-    for _ in range(200):
-        ledger.record("llm", 0.001, "price table", episode=f"e{worker}", model="m", prompt_tokens=10, completion_tokens=1)
-
-
 def test_an_endpoint_that_keeps_failing_ends_the_episode_with_the_reason(tmp_path, prices):
     with FakeOpenAI(reference_policy(), faults=["500"] * 20) as fake:
         ledger = Ledger(tmp_path / "ledger.db")

@@ -1,11 +1,37 @@
+"""The stack pin (trainergym.job.stack) agrees with what the project declares and installs:
+pyproject.toml's requirement, the lock file, and the verifiers this environment runs."""
+
 import tomllib
 from pathlib import Path
 
+import pytest
+from packaging.requirements import Requirement
+
 from trainergym.job import stack
 
+ROOT = Path(__file__).resolve().parents[2]
 
-def test_pyproject_pins_the_same_verifiers_as_the_stack_module():
-    deps = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert f"verifiers=={stack.VERIFIERS_VERSION}" in deps
+
+def test_pyproject_requires_exactly_the_pinned_verifiers():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    verifiers = [r for r in map(Requirement, deps) if r.name == "verifiers"]
+    assert len(verifiers) == 1, verifiers
+    assert str(verifiers[0].specifier) == f"=={stack.VERIFIERS_VERSION}"
+    assert verifiers[0].marker is None and not verifiers[0].extras  # no platform or extra escapes the pin
+
+
+def test_the_lock_resolves_the_pinned_verifiers():
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    versions = {p["version"] for p in lock["package"] if p["name"] == "verifiers"}
+    assert versions == {stack.VERIFIERS_VERSION}
+
+
+def test_this_environment_runs_the_pinned_verifiers():
+    assert stack.installed_verifiers() == stack.VERIFIERS_VERSION
     assert stack.check_installed() is None
-    assert stack.PIN.prime_rl_commit == stack.PRIME_RL_COMMIT
+
+
+@pytest.mark.parametrize("found, says", [("0.3.9", "verifiers 0.3.9 is installed"), (None, "verifiers missing is installed")])
+def test_any_other_verifiers_is_a_reason_not_to_validate(monkeypatch, found, says):
+    monkeypatch.setattr(stack, "installed_verifiers", lambda: found)
+    assert stack.check_installed() == f"{says}; jobs target verifiers {stack.VERIFIERS_VERSION}"
