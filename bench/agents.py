@@ -6,13 +6,10 @@
     is not the bottleneck: 8 jobs in flight). The first episodes of a process pay the sandbox
     worker's start; a warm-up episode runs before timing.
 (2) The LLM agent driving a reference episode against the fake OpenAI server on 127.0.0.1
-    (tests/fake_openai.py, answering at once): per turn, the agent's `act` (building the request,
+    (tests/fakes/openai_server.py, answering at once): per turn, the agent's `act` (building the request,
     the HTTP round trip through the openai SDK, parsing, metering into the ledger) beside a bare
     SDK call with the same messages, measured in the same run; the difference is the overhead.
-(3) With the `tinker` extra installed: the Tinker adapter's overhead per turn (the token-level
-    step minus the time in the core env: parsing, message mapping, re-rendering the whole
-    conversation) on reference episodes, with the tests' scripted policy and byte-level toy
-    tokenizer (a token per byte, so tokenization costs more than with Qwen's).
+The Tinker adapter's overhead per turn is `bench/adapter_overhead.py`.
 """
 
 from __future__ import annotations
@@ -27,10 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root, for tests.*
 
-from fake_openai import FakeOpenAI  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
+
+from tests.fakes.openai_server import FakeOpenAI, reference_policy  # noqa: E402
 
 from trainergym.agents import run_episode  # noqa: E402
 from trainergym.agents.llm import LLMAgent, LLMConfig  # noqa: E402
@@ -51,7 +49,6 @@ def episodes_per_minute(n: int, concurrency: int, runs: Path) -> float:
 
 def llm_overhead(tmp: Path) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from test_llm_agent import reference_policy
 
     with FakeOpenAI(reference_policy()) as fake:
         client = AsyncOpenAI(base_url=fake.url, api_key="k", max_retries=0)
@@ -95,16 +92,8 @@ def main() -> None:
         print(f"reference agent, mock backend, concurrency {c}: {episodes_per_minute(args.episodes, c, tmp / f'c{c}'):.1f} "
               f"episodes/minute ({args.episodes} episodes)")
     o = llm_overhead(tmp)
-    import importlib.util
-
-    tk = importlib.import_module("test_adapter_tinker") if importlib.util.find_spec("tinker_cookbook") else None
     print(f"llm agent vs fake server, {o['turns']} turns: act p50 {o['act_p50_ms']:.2f} ms, bare SDK call p50 "
           f"{o['bare_p50_ms']:.2f} ms, overhead {o['act_p50_ms'] - o['bare_p50_ms']:.2f} ms per turn")
-    if tk is None:
-        print("tinker adapter: skipped (uv sync --extra tinker)")
-        return
-    m = tk.turn_overhead("calc_chain", episodes=3)
-    print(f"tinker adapter, {m['turns']} turns: overhead {m['overhead_s_per_turn'] * 1e3:.2f} ms per turn")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import tempfile
 
 os.environ["TRAINERGYM_DATA_DIR"] = tempfile.mkdtemp(prefix="tg-test-data-")
 atexit.register(shutil.rmtree, os.environ["TRAINERGYM_DATA_DIR"], ignore_errors=True)
-# Fixed secrets keep the suite deterministic; tests/test_hidden.py covers the secret files. Both
+# Fixed secrets keep the suite deterministic; tests/task/test_hidden.py covers the secret files. Both
 # are 128+ bits (32+ hex characters), so pinning them draws no WeakSeedWarning.
 os.environ["TRAINERGYM_HIDDEN_SEED"] = "7e57c0ffee5eed0f0a1e09e05c17e00d"
 os.environ["TRAINERGYM_INSTALL_SECRET"] = "1757a11c0ffee5ec7e70f7e57ea1e0d0" * 2

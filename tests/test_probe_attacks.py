@@ -196,7 +196,7 @@ def test_recon_writes_and_a_daemon_get_nothing(mode, tmp_path, task, reference_f
     prelude = f"""
 import os, time
 seen = []
-for path in {[str(data_dir() / "hidden-seed"), str(hidden.data_dir())]!r}:
+for path in {[str(data_dir() / "hidden-seed"), str(data_dir())]!r}:
     try:
         seen.append(open(path).read() if os.path.isfile(path) else ",".join(os.listdir(path)))
     except OSError as e:

@@ -60,6 +60,5 @@ def test_faults_end_with_every_job_done_once_and_nothing_billing(fleet, tmp_path
     handles = [asyncio.run(backend.submit(b, task)) for b in bundles(tmp_path, task, reference_files, 2)]
     backend.drain(once=True, idle_poll=0.05)
     results = [asyncio.run(backend.result(h, timeout=5)) for h in handles]
-    assert all(r.status == "succeeded" or r.failure_reason for r in results)
     assert [r.status for r in results] == ["succeeded", "succeeded"], [r.failure_reason for r in results]
     assert world.running() == [] and backend.pool.live == []
