@@ -106,10 +106,12 @@ class Episode:
 
     @property
     def turns_left(self) -> int:
+        """Turns the agent may still take; the episode is truncated at 0."""
         return max(0, self.task.max_turns - self.turns)
 
     @property
     def attempts_left(self) -> int:
+        """`submit_job` calls the agent may still make; the episode terminates at 0."""
         return max(0, self.task.max_submit_attempts - self.attempts)
 
 
@@ -373,9 +375,11 @@ class AsyncTrainerEnv:
 
     @property
     def run_path(self) -> Path | None:
+        """runs/<episode-id>/ of the current episode, or None without a `runs_dir`."""
         return self.runs_dir / self.episode.id if self.runs_dir and self.episode else None
 
     def close(self) -> None:
+        """Remove the current episode's workspace (a saved run under `runs_dir` stays)."""
         if self.episode is not None:
             shutil.rmtree(self.episode.dir, ignore_errors=True)
 
@@ -398,6 +402,7 @@ class AnyText(spaces.Text):
         super().__init__(max_length=max_length, min_length=0, charset=string.printable, seed=seed)
 
     def contains(self, x: Any) -> bool:
+        """Any string within `max_length`, whatever its characters."""
         return isinstance(x, str) and len(x) <= self.max_length
 
 
