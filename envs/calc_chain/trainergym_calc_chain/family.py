@@ -7,7 +7,9 @@ from pathlib import Path
 
 from trainergym_kit.schema import function_tool
 
-from trainergym_calc_chain.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve
+from trainergym_calc_chain.items import (
+    ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve,
+)
 
 ID = "calc_chain"
 TITLE = "Chained arithmetic"

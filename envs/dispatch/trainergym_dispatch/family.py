@@ -7,7 +7,9 @@ from pathlib import Path
 
 from trainergym_kit.schema import function_tool
 
-from trainergym_dispatch.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve
+from trainergym_dispatch.items import (
+    ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve,
+)
 
 ID = "dispatch"
 TITLE = "Rule-based ticket routing"
@@ -30,7 +32,8 @@ REFERENCE_JOB = Path(__file__).resolve().parents[1] / "reference_job"  # outside
 # The files of this package a job may import (the sandbox exposes only these): the eval
 # toolset and the tool semantics it shares with the checker.
 PUBLIC_MODULES = ("__init__.py", "toolset.py", "desk.py")
-# Other packages whose own PUBLIC_MODULES job code may import: the kit, which the eval toolset builds on (`WorldToolset`).
+# Other packages whose own PUBLIC_MODULES job code may import: the kit, which the eval
+# toolset builds on (`WorldToolset`).
 PUBLIC_DEPENDENCIES = ("trainergym_kit",)
 # The form of item the family's checker (`solve`, `skills`) can read; anything else counts as unverified.
 READ_FORM = (

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from trainergym_kit.schema import function_tool
 
-from trainergym_multi_hop.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve
+from trainergym_multi_hop.items import (
+    ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve,
+)
 
 ID = "multi_hop"
 TITLE = "Multi-hop look-ups in a people directory"
@@ -32,7 +34,8 @@ REFERENCE_JOB = Path(__file__).resolve().parents[1] / "reference_job"  # outside
 # The files of this package a job may import (the sandbox exposes only these): the eval
 # toolset and the tool semantics it shares with the checker.
 PUBLIC_MODULES = ("__init__.py", "toolset.py", "people.py")
-# Other packages whose own PUBLIC_MODULES job code may import: the kit, which the eval toolset builds on (`WorldToolset`).
+# Other packages whose own PUBLIC_MODULES job code may import: the kit, which the eval
+# toolset builds on (`WorldToolset`).
 PUBLIC_DEPENDENCIES = ("trainergym_kit",)
 # The form of item the family's checker (`solve`, `skills`) can read; anything else counts as unverified.
 READ_FORM = (

@@ -27,7 +27,8 @@ REFERENCE_JOB = Path(__file__).resolve().parents[1] / "reference_job"  # outside
 # The files of this package a job may import (the sandbox exposes only these): the eval
 # toolset and the tool semantics it shares with the checker.
 PUBLIC_MODULES = ("__init__.py", "toolset.py", "text.py")
-# Other packages whose own PUBLIC_MODULES job code may import: the kit, which the reference job's reward uses.
+# Other packages whose own PUBLIC_MODULES job code may import: the kit, whose answer helpers
+# the reference job's reward uses.
 PUBLIC_DEPENDENCIES = ("trainergym_kit",)
 # The form of item the family's checker (`solve`, `skills`) can read; anything else counts as unverified.
 READ_FORM = (

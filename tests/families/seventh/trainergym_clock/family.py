@@ -5,7 +5,9 @@ from pathlib import Path
 
 from trainergym_kit.schema import function_tool
 
-from trainergym_clock.items import ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve
+from trainergym_clock.items import (
+    ANSWER_FORMAT, DIFFICULTY_LEVELS, SKILL_TAGS, check, distractors, generate, skills, solve,
+)
 
 ID = "clock"
 TITLE = "24-hour clock arithmetic"
@@ -24,8 +26,10 @@ READ_FORM = (
     "subtract N minutes.`, numbered from 1 in order (N up to 4 digits, at most 50 steps); other lines are free text."
 )
 EVAL_TOOLS = [
-    function_tool("clock_add", "Return the time (HH:MM, 24-hour) `minutes` after `time`.", time="string", minutes="integer"),
-    function_tool("clock_sub", "Return the time (HH:MM, 24-hour) `minutes` before `time`.", time="string", minutes="integer"),
+    function_tool("clock_add", "Return the time (HH:MM, 24-hour) `minutes` after `time`.",
+                  time="string", minutes="integer"),
+    function_tool("clock_sub", "Return the time (HH:MM, 24-hour) `minutes` before `time`.",
+                  time="string", minutes="integer"),
 ]
 EVAL_TOOLSET = "trainergym_clock.toolset:ClockToolset"
 
