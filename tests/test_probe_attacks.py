@@ -185,13 +185,13 @@ def test_recon_writes_and_a_daemon_get_nothing(mode, tmp_path, task, reference_f
     leave a setsid daemon behind: the seed is unreadable, no marker lands, no process survives."""
     import sysconfig
 
-    import calc_chain
+    import trainergym_calc_chain
 
     import trainergym
 
     monkeypatch.delenv("TRAINERGYM_HIDDEN_SEED")
     secret = hidden.secret_seed()
-    targets = [Path(sysconfig.get_paths()["purelib"]) / f"{MARKER}.pth", Path(calc_chain.__file__).parent / f"{MARKER}.py",
+    targets = [Path(sysconfig.get_paths()["purelib"]) / f"{MARKER}.pth", Path(trainergym_calc_chain.__file__).parent / f"{MARKER}.py",
                Path(trainergym.__file__).parent / f"{MARKER}.py", data_dir() / MARKER]
     prelude = f"""
 import os, time

@@ -38,7 +38,7 @@ def calc_echo(body):
 def ledger_echo(body):
     """Posts the story's operations through the tools, asks the balance, answers with it: the
     balance is right only if the tools started from the item's own world."""
-    from ledger import items
+    from trainergym_ledger import items
 
     user = next(m["content"] for m in body["messages"] if m["role"] == "user")
     story = items.parse(user)

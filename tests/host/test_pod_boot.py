@@ -91,7 +91,7 @@ def test_the_default_bootstrap_installs_us_and_serves(monkeypatch):
     assert "trainergym.whl calc-chain==0.1.0" in script and "pod-serve --port 8000" in script
     assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
     monkeypatch.delenv("TRAINERGYM_INSTALL")
-    assert "trainergym==" in pod_install() and "calc-chain==" in pod_install()
+    assert "trainergym==" in pod_install() and "trainergym-calc-chain==" in pod_install()
 
 
 def test_pod_serve_refuses_to_run_without_a_token(tmp_path):

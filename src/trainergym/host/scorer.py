@@ -96,12 +96,15 @@ def vllm_server(weights: str, command: list[str] = VLLM, max_model_len: int = 81
 
 
 def load_tasks(family_id: str, items_file: Path) -> tuple[type, object, list]:
-    """The family's taskset class, its config and tasks over `items_file` (a family's id is
-    also its verifiers taskset id)."""
+    """The family's taskset class, its config and tasks over `items_file` (a family's package
+    is its verifiers taskset: `trainergym_calc_chain` for `calc_chain`)."""
     from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
 
-    cls = taskset_class(family_id)
-    config = taskset_config_type(family_id)(id=family_id, items_file=str(items_file))
+    from trainergym.task.spec import get_family
+
+    taskset_id = get_family(family_id).__name__.partition(".")[0]
+    cls = taskset_class(taskset_id)
+    config = taskset_config_type(taskset_id)(id=taskset_id, items_file=str(items_file))
     return cls, config, list(cls(config))
 
 

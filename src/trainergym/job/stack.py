@@ -71,11 +71,24 @@ def install_spec(distribution: str) -> str:
 
 def install_specs(family_id: str) -> str:
     """What a job's setup installs into prime-rl's env beside the job: trainergym (its scorer)
-    and the family's package (its taskset, tools and rewards), as installed here."""
+    and the family's package (its taskset, tools and rewards), as installed here, with those of
+    its requirements installed from local directories (the family kit, in a checkout): no
+    index has them."""
+    import os
+    import re
+
     family = _family_distributions().get(family_id)
     if family is None:
         raise KeyError(f"unknown family {family_id!r}")
-    return f"{install_spec('trainergym')} {install_spec(family.name)}"
+    specs = [install_spec("trainergym"), install_spec(family.name)]
+    for requirement in family.requires or []:
+        try:
+            spec = install_spec(re.match(r"[A-Za-z0-9._-]+", requirement).group())
+        except metadata.PackageNotFoundError:
+            continue  # not installed here (an environment marker left it out)
+        if os.path.isdir(spec):
+            specs.append(spec)
+    return " ".join(specs)
 
 
 def pod_install() -> str:

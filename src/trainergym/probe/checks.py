@@ -61,7 +61,7 @@ from trainergym.job import gpu, stack
 from trainergym.task import hidden
 from trainergym.job.bundle import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
                             render_rl_toml, write_manifest)
-from trainergym.probe.sandbox import Limits, Sandbox, WarmWorker, WorkerError, requested_mode, run_once
+from trainergym.probe.sandbox import Limits, Sandbox, WarmWorker, WorkerError, public_packages, requested_mode, run_once
 from trainergym.task.spec import TaskSpec, get_family
 
 MIN_TASKS = 32
@@ -383,15 +383,15 @@ def _converse(session: _Session, package_dir: Path, module: str, timeout: float,
 
 
 # --- the checks ------------------------------------------------------------------------------
-def _import_rule(task: TaskSpec) -> tuple[set[str], str, set[str]]:
-    """(top-level modules a job may import, the family's package, its public modules)."""
+def _import_rule(task: TaskSpec) -> tuple[set[str], set[str], set[str]]:
+    """(top-level modules a job may import, the packages it may import parts of: the family's
+    and its public dependencies' (the family kit), their public modules)."""
     import sys
 
-    fam = get_family(task.family)
-    pkg = fam.__name__.split(".")[0]
-    public = {f"{pkg}.{name.removesuffix('.py')}" for name in getattr(fam, "PUBLIC_MODULES", ("__init__.py", "toolset.py"))
+    packages = public_packages(get_family(task.family))
+    public = {f"{pkg.name}.{name.removesuffix('.py')}" for pkg, names in packages.items() for name in names
               if name != "__init__.py"}
-    return set(sys.stdlib_module_names) | {"verifiers", "pydantic", "numpy"}, pkg, public
+    return set(sys.stdlib_module_names) | {"verifiers", "pydantic", "numpy"}, {pkg.name for pkg in packages}, public
 
 
 def _static_imports(report: ProbeReport, package_dir: Path, module: str, task: TaskSpec) -> bool:
@@ -399,7 +399,7 @@ def _static_imports(report: ProbeReport, package_dir: Path, module: str, task: T
     pydantic, numpy and the family's eval toolset; never the family's generator, solver,
     checker or reference job, nor trainergym. (Routes around this, such as computed module
     names or reading files, meet the sandbox's masks.)"""
-    allowed, pkg, public = _import_rule(task)
+    allowed, pkgs, public = _import_rule(task)
     for path in sorted((package_dir / module).rglob("*.py")):
         rel = "taskset/" + path.relative_to(package_dir / module).as_posix()
         try:
@@ -411,11 +411,11 @@ def _static_imports(report: ProbeReport, package_dir: Path, module: str, task: T
             if isinstance(node, ast.Import):
                 names += [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                names += [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module == pkg else [])
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(pkg + "."):
+                names += [node.module] + ([f"{node.module}.{a.name}" for a in node.names] if node.module in pkgs else [])
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(tuple(p + "." for p in pkgs)):
                 names.append(node.value.split(":")[0])
         for name in names:
-            ok = name.split(".")[0] in allowed or name == pkg or any(name == m or name.startswith(m + ".") for m in public)
+            ok = name.split(".")[0] in allowed or name in pkgs or any(name == m or name.startswith(m + ".") for m in public)
             if not ok:
                 report.add("shape", "fail", f"{rel} uses `{name}`: a job may import only the standard library, verifiers, "
                            f"pydantic, numpy and the family's eval toolset ({', '.join(sorted(public))})",

@@ -100,23 +100,36 @@ def _needed_under(hidden: list[Path]) -> list[Path]:
     return sorted(out)
 
 
+def public_packages(fam) -> dict[Path, tuple[str, ...]]:
+    """The package directories job code for `fam` may import from, each with the file names it
+    may import: the family's own PUBLIC_MODULES, and those of each package it names in
+    PUBLIC_DEPENDENCIES (the family kit, which its public toolset imports)."""
+    import importlib
+
+    out = {Path(fam.__file__).resolve().parent: tuple(getattr(fam, "PUBLIC_MODULES", ("__init__.py", "toolset.py")))}
+    for name in getattr(fam, "PUBLIC_DEPENDENCIES", ()):
+        dep = importlib.import_module(name)
+        out[Path(dep.__file__).resolve().parent] = tuple(dep.PUBLIC_MODULES)
+    return out
+
+
 @cache
 def code_masks() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     """(directories to mask, files to re-expose in them): trainergym's own source (its whole
-    checkout when installed from one) and each family's package (its whole source
-    distribution, reference job included, in a checkout), except the modules a family lists
-    as public: its eval toolset. A job may use that toolset; it must not copy the family's
-    generator, solver, checker or reference job, or read the library that measures it."""
+    checkout when installed from one) and each family's package and public dependency (their
+    whole source distributions, reference job included, in a checkout), except the modules
+    they list as public: the family's eval toolset and what it imports. A job may use that
+    toolset; it must not copy the family's generator, solver, checker or reference job, or
+    read the library that measures it."""
     from trainergym.task.spec import families
 
     lib = LIBRARY
     masks = {lib.parents[1] if lib.parent.name == "src" and (lib.parents[1] / "pyproject.toml").is_file() else lib}
     public = set()
     for fam in families().values():
-        pkg = Path(fam.__file__).resolve().parent
-        masks.add(pkg.parent if (pkg.parent / "pyproject.toml").is_file() else pkg)
-        public |= {pkg / name for name in getattr(fam, "PUBLIC_MODULES", ("__init__.py", "toolset.py"))
-                   if (pkg / name).is_file()}
+        for pkg, names in public_packages(fam).items():
+            masks.add(pkg.parent if (pkg.parent / "pyproject.toml").is_file() else pkg)
+            public |= {pkg / name for name in names if (pkg / name).is_file()}
     outer = {m for m in masks if not any(m != o and m.is_relative_to(o) for o in masks)}
     return tuple(sorted(outer)), tuple(sorted(public))
 

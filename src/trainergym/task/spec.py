@@ -21,7 +21,7 @@ ALLOWED_BASE_MODELS = ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B")
 
 
 class Family(Protocol):
-    """What a family module provides (see envs/calc_chain/calc_chain/family.py).
+    """What a family module provides (see envs/calc_chain/trainergym_calc_chain/family.py).
 
     Items are plain dicts `{id, prompt, answer, skills, difficulty, world}` so families need
     not depend on trainergym. `world` is the per-item state the eval tools answer from (a JSON
@@ -47,6 +47,7 @@ class Family(Protocol):
     DIFFICULTY_LEVELS: tuple[int, ...]  # easiest first; the hardest needs >= 3 dependent tool calls
     REFERENCE_JOB: Path  # the job the reference agent writes; outside the package, never importable by jobs
     PUBLIC_MODULES: tuple[str, ...]  # file names in the package dir job code may import (e.g. "toolset.py")
+    PUBLIC_DEPENDENCIES: tuple[str, ...]  # optional: packages whose own PUBLIC_MODULES job code may import too
     READ_FORM: str  # the form of prompt (and world) `solve` and `skills` can read, for job authors
 
     def generate(self, seed: int | str, n: int, namespace: str = "public", difficulty: int | None = None) -> list[dict]:

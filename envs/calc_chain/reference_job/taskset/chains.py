@@ -9,7 +9,8 @@ import random
 import re
 
 import verifiers.v1 as vf
-from calc_chain.toolset import CalcChainToolset
+from trainergym_calc_chain.toolset import CalcChainToolset
+from trainergym_kit.answers import last_match
 
 SYSTEM = (
     "You solve chained arithmetic with calculator tools. Call one tool per step, passing "
@@ -63,10 +64,13 @@ def replay(prompt: str) -> int:
     return value
 
 
+ANSWER = re.compile(r"answer\s*:\s*([+-]?[\d,]+)", re.IGNORECASE)
+
+
 def final_integer(reply: str) -> int | None:
-    reply = reply.rsplit("</think>", 1)[-1]
-    found = re.findall(r"answer\s*:\s*([+-]?[\d,]+)", reply, re.IGNORECASE)
-    return int(found[-1].replace(",", "")) if found else None
+    """The integer on the last `Answer:` line after any thinking; None if absent."""
+    found = last_match(ANSWER, reply)
+    return int(found.replace(",", "")) if found is not None else None
 
 
 class ChainData(vf.TaskData):

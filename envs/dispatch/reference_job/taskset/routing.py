@@ -11,7 +11,8 @@ import random
 import re
 
 import verifiers.v1 as vf
-from dispatch.toolset import DispatchToolset
+from trainergym_dispatch.toolset import DispatchToolset
+from trainergym_kit.answers import last_match
 
 SYSTEM = (
     "You route support tickets with the dispatch tools. Look up the ticket first, then the routing "
@@ -120,11 +121,13 @@ def team_key(text: str) -> str:
     return re.sub(r"[\s_-]+", "-", text.lower()).strip("-")
 
 
+ANSWER = re.compile(r"answer[\s*]*:[ \t*`]*(.+)", re.IGNORECASE)
+
+
 def final_answer(reply) -> str | None:
     """The team on the last `Answer:` line after any thinking, normalised; None if absent."""
-    text = str(reply or "").rsplit("</think>", 1)[-1]
-    found = re.findall(r"answer[\s*]*:[ \t*`]*(.+)", text, re.IGNORECASE)
-    return team_key(found[-1]) if found and team_key(found[-1]) else None
+    found = last_match(ANSWER, reply)
+    return (team_key(found) or None) if found is not None else None
 
 
 class RoutingData(vf.TaskData):

@@ -11,7 +11,8 @@ import random
 import re
 
 import verifiers.v1 as vf
-from ledger.toolset import LedgerToolset
+from trainergym_kit.answers import last_match
+from trainergym_ledger.toolset import LedgerToolset
 
 SYSTEM = (
     "You keep a bank's books with the ledger tools. Balances, fees and the overdraft limit are "
@@ -120,10 +121,13 @@ def read_story(prompt: str) -> tuple[list[tuple[str, dict]], str]:
     return ops, re.search(r"What is the balance of (\w+)", prompt).group(1)
 
 
+ANSWER = re.compile(r"answer\s*:\s*\**\s*([+-]?\d[\d,]*)", re.IGNORECASE)
+
+
 def final_integer(reply: str) -> int | None:
-    reply = (reply or "").rsplit("</think>", 1)[-1]
-    found = re.findall(r"answer\s*:\s*\**\s*([+-]?\d[\d,]*)", reply, re.IGNORECASE)
-    return int(found[-1].replace(",", "")) if found else None
+    """The balance on the last `Answer:` line after any thinking; None if absent."""
+    found = last_match(ANSWER, reply)
+    return int(found.replace(",", "")) if found is not None else None
 
 
 class BooksData(vf.TaskData):

@@ -10,7 +10,8 @@ import random
 import re
 
 import verifiers.v1 as vf
-from multi_hop.toolset import MultiHopToolset
+from trainergym_kit.answers import last_match
+from trainergym_multi_hop.toolset import MultiHopToolset
 
 SYSTEM = (
     "You answer questions about people in a directory that only the people tools can read. "
@@ -104,10 +105,13 @@ def normalise(text: str) -> str:
     return text.strip(" \"'`*").rstrip(".,;:!?").strip(" \"'`*")
 
 
+ANSWER = re.compile(r"answer\s*[:=]\s*(.*)", re.IGNORECASE)
+
+
 def final_answer(reply: str | None) -> str | None:
-    reply = (reply or "").rsplit("</think>", 1)[-1]
-    found = re.findall(r"answer\s*[:=]\s*(.*)", reply, re.IGNORECASE)
-    return normalise(found[-1]) if found and normalise(found[-1]) else None
+    """The value on the last `Answer:` line after any thinking, normalised; None if absent."""
+    found = last_match(ANSWER, reply)
+    return (normalise(found) or None) if found is not None else None
 
 
 class HopData(vf.TaskData):

@@ -11,7 +11,8 @@ import re
 import string
 
 import verifiers.v1 as vf
-from string_pipeline.toolset import StringPipelineToolset
+from trainergym_kit.answers import last_match
+from trainergym_string_pipeline.toolset import StringPipelineToolset
 
 SYSTEM = (
     "You transform strings with text tools. Call one tool per step, passing the previous "
@@ -106,11 +107,13 @@ def replay(prompt: str) -> str | None:
     return text
 
 
+ANSWER = re.compile(r"answer\s*\**\s*:(.*)", re.IGNORECASE)
+
+
 def final_answer(reply: str | None) -> str | None:
     """The last `Answer:` line after any think block, without surrounding quotes/backticks."""
-    reply = (reply or "").rsplit("</think>", 1)[-1]
-    found = re.findall(r"answer\s*\**\s*:(.*)", reply, re.IGNORECASE)
-    return (found[-1].strip(" \t\r\"'`*") or None) if found else None
+    found = last_match(ANSWER, reply)
+    return (found.strip(" \t\r\"'`*") or None) if found is not None else None
 
 
 class PipelineData(vf.TaskData):

@@ -11,7 +11,8 @@ import random
 import re
 
 import verifiers.v1 as vf
-from triage.toolset import TriageToolset
+from trainergym_kit.answers import last_match
+from trainergym_triage.toolset import TriageToolset
 
 WINDOW = 120  # minutes before the incident start in which a deploy can be the cause
 SYSTEM = (
@@ -121,13 +122,15 @@ def find_culprit(world: dict, incident_id: str) -> str | None:
     return None
 
 
+ANSWER = re.compile(r"answer\s*:(.*)", re.IGNORECASE)
+
+
 def graded(reply: str, answer: str) -> bool:
     """Exact match on the last `Answer:` line: one deploy id, the right one, and the owner."""
-    text = (reply or "").rsplit("</think>", 1)[-1]
-    lines = re.findall(r"answer\s*:(.*)", text, re.IGNORECASE)
-    if not lines:
+    found = last_match(ANSWER, reply)
+    if found is None:
         return False
-    line = " ".join(lines[-1].split()).lower()
+    line = " ".join(found.split()).lower()
     deploy, owner = (p.strip().lower() for p in answer.split(",", 1))
     return set(re.findall(r"\bd-\d+\b", line)) == {deploy} and re.search(rf"\b{re.escape(owner)}\b", line) is not None
 
