@@ -10,7 +10,6 @@ from tests.fakes.jobs import write_job
 from tests.fakes.gpu_host import FAKE_SCORE, FAKE_TRAIN
 from trainergym import AsyncTrainerEnv
 from trainergym.agents import make_agent, run_episode
-
 from trainergym.backends.local import LocalBackend
 from trainergym.job.bundle import build_bundle, parse_job
 from trainergym.host.runner import Commands

@@ -8,7 +8,6 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI
 
 from trainergym.task import hidden
-
 from trainergym.host import scorer
 from trainergym.task.spec import get_family
 

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from trainergym import AsyncTrainerEnv
-
 from trainergym.task import hidden
 from trainergym.agents import make_agent
 from trainergym.task.spec import families, load_task

@@ -24,7 +24,6 @@ import uuid
 from dataclasses import dataclass
 
 from trainergym.task import baselines, hidden
-
 from trainergym.job import gpu
 from trainergym.backends import BackendOptions, JobHandle
 from trainergym.job.result import FailureReason, RunResult

@@ -55,9 +55,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainergym.probe import adversary, giveaway, leakage
-
 from trainergym.job import gpu, stack
-
 from trainergym.task import hidden
 from trainergym.job.bundle import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
                             render_rl_toml, write_manifest)
