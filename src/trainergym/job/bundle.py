@@ -19,7 +19,7 @@ from typing import Any, Literal
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from trainergym.job.stack import PIN, StackPin
+from trainergym.job.stack import PIN, VERIFIERS_RANGE, StackPin
 from trainergym.task.spec import TaskSpec
 
 JOB_FILE = "job.toml"
@@ -266,7 +266,7 @@ def build_bundle(workspace_root: Path, dest: Path, job: JobConfig, task: TaskSpe
     (dest / "package" / "pyproject.toml").write_text(
         tomli_w.dumps({
             "project": {"name": name.replace("_", "-"), "version": "0.0.0", "requires-python": ">=3.11",
-                        "dependencies": ["verifiers", task.eval_toolset.split(".")[0].replace("_", "-")]},
+                        "dependencies": [f"verifiers{VERIFIERS_RANGE}", task.eval_toolset.split(".")[0].replace("_", "-")]},
             "build-system": {"requires": ["hatchling"], "build-backend": "hatchling.build"},
             "tool": {"hatch": {"build": {"targets": {"wheel": {"packages": [name]}}}}},
         })

@@ -1,36 +1,75 @@
-"""The one pinned training-stack generation every job targets.
+"""The one pinned training-stack generation every job targets: one record, here.
 
-Jobs are written against the verifiers v1 authoring API as released in verifiers 0.4.0 and
-trained by prime-rl at a commit whose vendored verifiers shares that authoring core
-(docs/design.md, "The stack pin"). The pin is recorded in every job manifest and result.
-pyproject.toml requires exactly `VERIFIERS_VERSION` (tests/job/test_stack.py keeps them equal).
+prime-rl trains jobs with the verifiers it vendors (a submodule, not a PyPI release); the
+library, its agents and adapters run verifiers 0.4.0 from PyPI. Both share the v1 authoring
+API jobs are written against, so families and jobs declare `VERIFIERS_RANGE`, which both
+satisfy, and the probe runs agent code under the trainer's own verifiers
+(`trainergym.job.stack_env`). The pin is recorded in every job manifest and result
+(docs/design.md, "The stack pin"). pyproject.toml requires exactly `VERIFIERS_VERSION`;
+tests/job/test_stack.py keeps the declarations and this record equal.
 """
 
 from importlib import metadata
 
 from pydantic import BaseModel, ConfigDict
 
-VERIFIERS_VERSION = "0.4.0"
+VERIFIERS_VERSION = "0.4.0"  # the library's own (PyPI): what the probe falls back to
+VERIFIERS_RANGE = ">=0.3.1.dev62,<0.5"  # what families and jobs declare: both stacks satisfy it
 PRIME_RL_REPO = "https://github.com/PrimeIntellect-ai/prime-rl"
-# prime-rl HEAD of 2026-08-21 (v0.8.1.dev67): v1-only, vendors verifiers a60a606.
-PRIME_RL_COMMIT = "559b447"
-PRIME_RL_VENDORED_VERIFIERS = "a60a606"
+# prime-rl HEAD of 2026-08-21 (v0.8.1.dev67): v1-only; its submodule deps/verifiers is at a60a606.
+PRIME_RL_COMMIT = "559b44772e471d1538537b8805cc77f3824a5e64"
+PRIME_RL_VERIFIERS_COMMIT = "a60a606ecc4d309247edf9ff92c3eabca362781f"
+PRIME_RL_VERIFIERS_VERSION = "0.3.1.dev62"  # `git describe` v0.3.0-62 of that commit
+PRIME_RL_RENDERERS_COMMIT = "2846a3dcd29318c1fc98de3498bab4190997af9e"  # deps/renderers
+PRIME_RL_PYDANTIC_CONFIG_COMMIT = "65b15dffba82d4be19efdaf8b2b9705cc1756be8"  # deps/pydantic-config
 PRIME_RL_PYTHON = "3.12"
+# What prime-rl's lock resolves at the pin for what its config classes import (no torch).
+PRIME_RL_CONFIGS_VERSION = "0.4.0"  # packages/prime-rl-configs, the `prime_rl.configs` classes
+RENDERERS_VERSION = "0.1.12"
+PYDANTIC_CONFIG_VERSION = "0.4.3"
+PYDANTIC_VERSION = "2.13.4"
 
 
 class StackPin(BaseModel):
-    """The stack generation a job targets: the verifiers release, the prime-rl commit, and the
-    verifiers commit and Python that prime-rl uses. Recorded in every manifest and result."""
+    """The stack generation a job targets: the prime-rl commit, the verifiers commit (and its
+    version) prime-rl trains with, its renderers and Python, and the library's own verifiers
+    release. Recorded in every manifest and result."""
 
     model_config = ConfigDict(frozen=True)
 
-    verifiers: str = VERIFIERS_VERSION
     prime_rl_commit: str = PRIME_RL_COMMIT
-    prime_rl_vendored_verifiers: str = PRIME_RL_VENDORED_VERIFIERS
+    prime_rl_verifiers_commit: str = PRIME_RL_VERIFIERS_COMMIT
+    prime_rl_verifiers: str = PRIME_RL_VERIFIERS_VERSION
+    renderers: str = RENDERERS_VERSION
     prime_rl_python: str = PRIME_RL_PYTHON
+    verifiers: str = VERIFIERS_VERSION
 
 
 PIN = StackPin()
+
+
+def requirements(source: str) -> list[str]:
+    """The pin as requirements for an environment that validates jobs the way prime-rl loads them
+    (its config classes and its verifiers, no torch). `source` is "git" (the pinned commits) or
+    "wheels" (`verifiers` and `prime-rl-configs` wheels built at them, found with --find-links)."""
+    if source == "git":  # prime-rl's submodules at the pin, as its workspace sources them
+        github = "git+https://github.com/PrimeIntellect-ai"
+        pinned = [f"verifiers @ {github}/verifiers@{PRIME_RL_VERIFIERS_COMMIT}",
+                  f"prime-rl-configs @ {github}/prime-rl@{PRIME_RL_COMMIT}#subdirectory=packages/prime-rl-configs",
+                  f"renderers @ {github}/renderers@{PRIME_RL_RENDERERS_COMMIT}",
+                  f"prime-pydantic-config[toml] @ {github}/pydantic-config@{PRIME_RL_PYDANTIC_CONFIG_COMMIT}"]
+    else:
+        pinned = [f"verifiers=={PRIME_RL_VERIFIERS_VERSION}", f"prime-rl-configs=={PRIME_RL_CONFIGS_VERSION}",
+                  f"renderers=={RENDERERS_VERSION}", f"prime-pydantic-config[toml]=={PYDANTIC_CONFIG_VERSION}"]
+    return [*pinned, f"pydantic=={PYDANTIC_VERSION}", "tomli", "tomli-w"]
+
+
+def keep_pinned(python: str, specs: str) -> str:
+    """A shell command that installs `specs` into the environment of `python` without moving a
+    package already there: every installed version becomes a constraint, so a requirement that
+    would replace one (prime-rl's verifiers, say) fails the install instead."""
+    return (f'pins=$(mktemp) && uv pip list --python {python} --format freeze > "$pins" && '
+            f'uv pip install --quiet --python {python} --constraint "$pins" {specs}')
 
 
 def installed_verifiers() -> str | None:
