@@ -5,6 +5,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 os.environ["TRAINERGYM_DATA_DIR"] = tempfile.mkdtemp(prefix="tg-test-data-")
 atexit.register(shutil.rmtree, os.environ["TRAINERGYM_DATA_DIR"], ignore_errors=True)
@@ -12,6 +13,13 @@ atexit.register(shutil.rmtree, os.environ["TRAINERGYM_DATA_DIR"], ignore_errors=
 # are 128+ bits (32+ hex characters), so pinning them draws no WeakSeedWarning.
 os.environ["TRAINERGYM_HIDDEN_SEED"] = "7e57c0ffee5eed0f0a1e09e05c17e00d"
 os.environ["TRAINERGYM_INSTALL_SECRET"] = "1757a11c0ffee5ec7e70f7e57ea1e0d0" * 2
+
+# Probes run agent code under prime-rl's own stack, built (offline: tests never reach an index)
+# from the pin's wheels beside the checkout, as CI does (trainergym.job.stack_env).
+_PIN_WHEELS = Path(__file__).resolve().parents[2] / "shared" / "prime-rl-pin"
+if "TRAINERGYM_STACK_WHEELS" not in os.environ and _PIN_WHEELS.is_dir():
+    os.environ["TRAINERGYM_STACK_WHEELS"] = str(_PIN_WHEELS)
+os.environ["UV_OFFLINE"] = "1"
 
 import pytest  # noqa: E402
 
@@ -30,3 +38,20 @@ def reference_files():
     return reference_job_files("calc_chain")
 
 
+
+
+@pytest.fixture(scope="session")
+def pinned_stack():
+    """prime-rl's stack (its verifiers and config classes) built from the pin's wheels. Skipped
+    with the reason where they are absent; under CI=true that is a failure."""
+    from trainergym.job import stack_env
+
+    wheels = stack_env.wheels_dir()
+    try:
+        if wheels is None or not wheels.is_dir():
+            raise stack_env.StackUnavailable(f"the pin's wheels are absent ({_PIN_WHEELS}; set TRAINERGYM_STACK_WHEELS)")
+        return stack_env.build(offline=True)
+    except stack_env.StackUnavailable as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"prime-rl's stack is required under CI: {e}")
+        pytest.skip(f"prime-rl's stack is not available: {e}")

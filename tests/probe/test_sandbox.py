@@ -3,6 +3,7 @@
 import os
 import secrets
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +83,7 @@ def test_only_the_venv_is_re_exposed_from_a_masked_directory(monkeypatch, tmp_pa
     import site
     import sys
 
+    from trainergym.job import stack_env
     from trainergym.probe.sandbox import _needed_under
 
     inside = tmp_path / "venv" / "lib"
@@ -90,5 +92,5 @@ def test_only_the_venv_is_re_exposed_from_a_masked_directory(monkeypatch, tmp_pa
     source.mkdir(parents=True)
     monkeypatch.setattr(sys, "path", [str(tmp_path), str(tmp_path.parent), str(inside), str(source)])
     monkeypatch.setattr(site, "getsitepackages", lambda: [str(inside)])
-    needed = _needed_under([tmp_path])
+    needed = _needed_under([tmp_path], {Path(p) for p in stack_env.library().paths})
     assert inside in needed and source not in needed and tmp_path not in needed and tmp_path.parent not in needed

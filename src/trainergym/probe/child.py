@@ -14,7 +14,12 @@ each way, until the library says `done` or the session's deadline passes:
              the names of its tools;
 - `score` -> one reward per rollout given (on one of the tasks given, each a job task with
              data put in its place; tool calls and their results; a final reply), in order;
-- `tools` -> the job's tools' answers to given calls on given task data, in order.
+- `tools` -> the job's tools' answers to given calls on given task data, in order;
+- `config` -> whether prime-rl's own config classes accept the rendered rl.toml given (they
+             import the job's taskset by its id, so this runs where the job is importable).
+
+It runs on whichever verifiers the worker's interpreter has (prime-rl's vendored a60a606 or
+the library's 0.4.0), so it uses only the v1 API both share.
 
 Everything the child says is data that the library type-checks and judges itself (`trainergym.probe.checks`):
 the requests carry no labels, so agent code that takes over this process can only answer
@@ -28,6 +33,7 @@ import asyncio
 import contextlib
 import copy
 import inspect
+import io
 import itertools
 import json
 import math
@@ -69,7 +75,7 @@ class Job:
 
     def load(self, cap: int) -> dict:
         """Up to `cap` tasks as data; `more` says whether the taskset yielded more."""
-        declared_infinite = not self.taskset.bounded
+        declared_infinite = bool(getattr(self.taskset, "INFINITE", False))  # `bounded` is 0.4.0-only
         tasks = list(itertools.islice(iter(self.taskset), cap + 1))
         self.tasks = tasks[:cap]
         rows = []
@@ -200,7 +206,30 @@ async def answer(job: Job, req: dict) -> dict:
             except Exception as e:  # noqa: BLE001
                 results.append([f"error: {type(e).__name__}: {e}"[:500]] * len(r["calls"]))
         return {"results": results}
+    if req["op"] == "config":
+        return check_config(req["rl_toml"])
     return {"error": f"unknown op {req['op']!r}"}
+
+
+def check_config(text: str) -> dict:
+    """Parse `text` as prime-rl's `rl @ rl.toml` does; its message when it refuses."""
+    try:
+        from prime_rl.configs.rl import RLConfig
+        from pydantic_config import cli
+    except ImportError:
+        return {"checked": False, "error": None}
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "rl.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    out = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            cli(RLConfig, args=["@", path])
+    except BaseException as e:  # noqa: BLE001 - a refusal is the answer (pydantic's, or the CLI's exit)
+        said = out.getvalue().strip()
+        message = str(e) if not isinstance(e, SystemExit) or not said else said
+        return {"checked": True, "error": f"{type(e).__name__}: {message}"[-1500:]}
+    return {"checked": True, "error": None}
 
 
 def _session(req: dict, requests, write) -> None:
@@ -410,6 +439,10 @@ def serve(limits: dict) -> None:
     import verifiers.v1.tasksets  # noqa: F401
     import verifiers.v1.utils.decorators  # noqa: F401
     import verifiers.v1.utils.loaders  # noqa: F401
+
+    with contextlib.suppress(ImportError):  # prime-rl's config classes, in its stack only
+        import prime_rl.configs.rl  # noqa: F401
+        import pydantic_config  # noqa: F401
 
     # Children share our uid: a non-dumpable worker cannot be traced or read through /proc by them.
     import ctypes

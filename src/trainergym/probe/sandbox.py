@@ -16,7 +16,8 @@ unless `TRAINERGYM_ALLOW_UNCONFINED=1`). `Sandbox.describe()` says which mode ra
 guarantees; `trainergym doctor` lists them all.
 
 `WarmWorker` keeps one confined worker alive with verifiers imported; it forks a fresh child
-per job, so a probe does not pay the import (docs/design.md, "The probe").
+per job, so a probe does not pay the import (docs/design.md, "The probe"). The worker runs on the
+interpreter of a `Stack` (`trainergym.job.stack_env`): prime-rl's own verifiers where it is built.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import json
 import os
 import random
 import re
-import site
 import select
 import shutil
 import signal
@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from trainergym.job import stack_env
+from trainergym.job.stack_env import Stack
 from trainergym.paths import LIBRARY
 from trainergym.probe.cgroup import Cgroup
 
@@ -86,11 +88,10 @@ def _hidden_dirs(data_dir: Path) -> list[Path]:
                   ({data_dir} if data_dir.is_dir() else set()))
 
 
-def _needed_under(hidden: list[Path]) -> list[Path]:
-    """What the child must still see below a masked directory: the interpreter and the venv's
-    site-packages. Not `sys.path` as such: editable installs put the library's and the
-    families' source trees on it, which agent code must not read."""
-    wanted = {Path(sys.base_prefix), Path(sys.prefix), *(Path(p) for p in site.getsitepackages())}
+def _needed_under(hidden: list[Path], wanted: set[Path]) -> list[Path]:
+    """What of `wanted` (the interpreter, its venv and site-packages) the child must still see
+    below a masked directory. Not `sys.path` as such: editable installs put the library's and
+    the families' source trees on it, which agent code must not read."""
     out = set()
     for path in wanted:
         path = path.resolve() if path.exists() else path
@@ -114,10 +115,11 @@ def public_packages(fam) -> dict[Path, tuple[str, ...]]:
 
 
 @cache
-def code_masks() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+def code_masks(site_dirs: tuple[str, ...] = ()) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     """(directories to mask, files to re-expose in them): trainergym's own source (its whole
     checkout when installed from one) and each family's package and public dependency (their
-    whole source distributions, reference job included, in a checkout), except the modules
+    whole source distributions, reference job included, in a checkout; and their copies in
+    `site_dirs`, the site-packages of the stack agent code runs in), except the modules
     they list as public: the family's eval toolset and what it imports. A job may use that
     toolset; it must not copy the family's generator, solver, checker or reference job, or
     read the library that measures it."""
@@ -130,6 +132,10 @@ def code_masks() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
         for pkg, names in public_packages(fam).items():
             masks.add(pkg.parent if (pkg.parent / "pyproject.toml").is_file() else pkg)
             public |= {pkg / name for name in names if (pkg / name).is_file()}
+            for copy in (Path(d) / pkg.name for d in site_dirs):
+                if copy.is_dir() and copy.resolve() != pkg:
+                    masks.add(copy.resolve())
+                    public |= {copy.resolve() / name for name in names if (copy / name).is_file()}
     outer = {m for m in masks if not any(m != o and m.is_relative_to(o) for o in masks)}
     return tuple(sorted(outer)), tuple(sorted(public))
 
@@ -159,10 +165,12 @@ def _unshare() -> list[str] | None:
 class Sandbox:
     """Builds the command line that confines one child process, in one mode."""
 
-    def __init__(self, limits: Limits = Limits(), data_dir: Path | None = None, mode: str | None = None):
+    def __init__(self, limits: Limits = Limits(), data_dir: Path | None = None, mode: str | None = None,
+                 runtime: Stack | None = None):
         from trainergym.paths import data_dir as default_data_dir
 
         self.limits = limits
+        self.runtime = runtime or stack_env.library()  # the interpreter the confined child runs on
         self.data_dir = Path(data_dir or default_data_dir()).resolve()
         self.requested = mode or requested_mode()
         self.kind, self.why_not = self._choose(self.requested)
@@ -225,8 +233,11 @@ class Sandbox:
         # Mask the library's and the families' code; then re-expose, read-only, what the child
         # needs from under the masked directories (a checkout and its venv may well live in a
         # home directory, in /tmp, or in each other); then the families' public modules.
-        code, public = code_masks()
-        needed = _needed_under([*hidden, Path("/tmp"), *code])
+        code, public = code_masks(self.runtime.paths[2:])
+        wanted = {Path(p) for p in self.runtime.paths}
+        if self.kind == "namespaces":  # confine.py runs on ours before it execs the child
+            wanted |= {Path(sys.prefix), Path(sys.base_prefix)}
+        needed = _needed_under([*hidden, Path("/tmp"), *code], wanted)
         first = [c for c in code if not any(c.is_relative_to(n) for n in needed)]
         later = [c for c in code if c not in first]  # installed inside the venv: masked after it
         steps += [("tmpfs", str(path), "0755", 1 << 20) for path in first]
@@ -336,7 +347,8 @@ class WarmWorker:
         # The child script runs from the spool: the library's own source stays masked.
         shutil.copy(CHILD, self._spool / SCRIPT)
         os.chmod(self._spool / SCRIPT, 0o644)
-        argv = [sys.executable, "-I", f"{self.sandbox.spool_path(self._spool)}/{SCRIPT}", "--serve", json.dumps(limits)]
+        argv = [self.sandbox.runtime.python, "-I", f"{self.sandbox.spool_path(self._spool)}/{SCRIPT}", "--serve",
+                json.dumps(limits)]
         proc = subprocess.Popen(self.sandbox.command(argv, self._spool, self._cgroup), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True, env=self.sandbox.env("/tmp"), cwd=self._spool,
                                 start_new_session=True)
