@@ -21,12 +21,22 @@ def test_reference_job_parses_and_is_within_bounds(task, reference_files):
     ('[job]\nbase_model = "Qwen/Qwen3-1.7B"\n[prime_rl]\nmax_steps = 10\nbatch_sise = 64\n', "batch_sise: unknown key"),
     ('[job]\nbase_model = "Qwen/Qwen3-1.7B"\n[prime_rl]\nmax_steps = "ten"\n', "max_steps"),
     ('[job]\nbase_model = "Qwen/Qwen3-1.7B"\n[prime_rl]\nmax_steps = 10\nscheduler = "cosine"\nwarmup_steps = 10\n', "warmup_steps"),
+    ('[job]\nbase_model = "Qwen/Qwen3-1.7B"\n[prime_rl]\nmax_steps = 10\nscheduler = "linear"\nlr = 1e-6\nmin_lr = 1e-5\n',
+     "min_lr (1e-05) is above lr (1e-06)"),
     ('[job]\nbase_model = "Qwen/Qwen3-1.7B"\n[prime_rl]\nmax_steps = 10\noptimizer = "sgd"\n', "optimizer"),
     ('[job]\nbase_model = "Qwen/Qwen3-1.7B"\n[deployment]\nnum_train_gpus = 8\n[prime_rl]\nmax_steps = 10\n', "deployment"),
 ])
 def test_parse_errors_are_itemised(text, fragment):
     job, issues = parse_job(text)
     assert job is None and any(fragment in i.message for i in issues), issues
+
+
+def test_min_lr_is_free_where_no_schedule_reads_it():
+    job, issues = parse_job('[job]\nbase_model = "Qwen/Qwen3-1.7B"\n[prime_rl]\nmax_steps = 10\nlr = 1e-6\nmin_lr = 1e-5\n')
+    assert issues == [] and job.prime_rl.scheduler == "constant"
+    job, issues = parse_job('[job]\nbase_model = "Qwen/Qwen3-1.7B"\n[prime_rl]\nmax_steps = 10\nscheduler = "cosine"\n'
+                            'lr = 1e-6\nmin_lr = 1e-6\n')
+    assert issues == []  # a decay to lr itself is constant, not a rise
 
 
 def test_bounds_are_checked_against_the_task(task):
@@ -49,7 +59,13 @@ def test_rendered_rl_toml_is_complete(task, reference_files):
     assert src["agent"]["max_turns"] == job.prime_rl.max_turns
     assert rl["trainer"]["scheduler"]["warmup_steps"] < rl["max_steps"]
     assert "wandb" not in rl["monitors"]
-    assert rl["deployment"]["num_train_gpus"] + rl["deployment"]["num_infer_gpus"] == task.bounds.gpu_count
+    assert "deployment" not in rl  # the runner adds it from the GPUs of the host it runs on
+
+
+def test_rollouts_stop_while_one_more_turn_fits_seq_len(task, reference_files):
+    job, _ = parse_job(reference_files["job.toml"])
+    agent = render_rl_toml(job, "job_abc", task)["orchestrator"]["train"]["source"][0]["env"]["agent"]
+    assert agent["max_total_tokens"] == job.prime_rl.seq_len - job.prime_rl.max_tokens
 
 
 def test_content_hash_covers_the_agents_files_only(tmp_path, reference_files):

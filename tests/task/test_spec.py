@@ -34,6 +34,9 @@ def test_task_file_overrides_and_errors(tmp_path):
     f.write_text('family = "calc_chain"\n[bounds]\nbase_models = ["gpt2"]\n')
     with pytest.raises(ValueError, match="not supported"):
         load_task(f)
+    f.write_text('family = "calc_chain"\n[bounds]\ngpu_count = 1\n')
+    with pytest.raises(ValueError, match="one to train and one for inference"):
+        load_task(f)
 
 
 def test_spec_round_trips_through_json(task):

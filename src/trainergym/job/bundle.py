@@ -2,8 +2,9 @@
 prime-rl `rl.toml`, and the content-addressed job bundle.
 
 The agent tunes a small surface with flat names; the library owns everything else
-(deployment, inference, renderer, harness, runtime, transports, monitors, paths) and renders
-the complete `rl.toml` (docs/design.md, "The job surface").
+(inference, renderer, harness, runtime, transports, monitors, paths) and renders the complete
+`rl.toml` (docs/design.md, "The job surface"), but for its `[deployment]`: the runner adds that on
+the GPU host, from the GPUs it has, so a bundle (and its content hash) is the same wherever it runs.
 """
 
 from __future__ import annotations
@@ -72,18 +73,25 @@ class JobSection(BaseModel):
 
 class JobConfig(BaseModel):
     """A parsed `job.toml`: `[job]` and `[prime_rl]`, unknown keys refused. With a schedule other
-    than constant, `warmup_steps` must be below `max_steps`."""
+    than constant, `warmup_steps` must be below `max_steps` and `min_lr` may not exceed `lr`."""
 
     model_config = ConfigDict(extra="forbid")
     job: JobSection
     prime_rl: PrimeRL
 
     @model_validator(mode="after")
-    def _warmup(self) -> JobConfig:
-        if self.prime_rl.scheduler != "constant" and self.prime_rl.warmup_steps >= self.prime_rl.max_steps:
-            raise ValueError(
-                f"prime_rl.warmup_steps ({self.prime_rl.warmup_steps}) must be below max_steps ({self.prime_rl.max_steps})"
-            )
+    def _schedule(self) -> JobConfig:
+        # Only a decaying schedule reads warmup_steps and min_lr (a constant one renders neither),
+        # so only there can they be wrong; prime-rl accepts both mistakes silently.
+        p = self.prime_rl
+        if p.scheduler == "constant":
+            return self
+        if p.warmup_steps >= p.max_steps:
+            raise ValueError(f"prime_rl.warmup_steps ({p.warmup_steps}) must be below max_steps ({p.max_steps})")
+        if p.min_lr > p.lr:
+            raise ValueError(f"prime_rl.min_lr ({p.min_lr:g}) is above lr ({p.lr:g}): the {p.scheduler} schedule "
+                             "goes from lr to min_lr, so it would raise the learning rate as training goes on; "
+                             "choose min_lr <= lr")
         return self
 
 
@@ -144,7 +152,9 @@ def package_name(content_hash: str) -> str:
 
 
 def render_rl_toml(job: JobConfig, taskset_id: str, task: TaskSpec) -> dict[str, Any]:
-    """The complete prime-rl rl.toml (as a dict) for the pinned prime-rl commit."""
+    """The prime-rl rl.toml (as a dict) for the pinned prime-rl commit: complete but for
+    `[deployment]`, which the runner adds on the GPU host from the GPUs it has (at least one to
+    train and one to serve; the task's `bounds.gpu_count` is what the job is budgeted for)."""
     p = job.prime_rl
     scheduler: dict[str, Any] = {"type": p.scheduler}
     if p.scheduler != "constant":
@@ -154,12 +164,16 @@ def render_rl_toml(job: JobConfig, taskset_id: str, task: TaskSpec) -> dict[str,
     trainer_model: dict[str, Any] = {}
     if p.lora is not None:
         trainer_model["lora"] = p.lora.model_dump()
-    infer = max(1, task.bounds.gpu_count // 2)
+    # verifiers checks its token caps between turns (the turn that crosses one still completes), so a
+    # rollout is stopped while one more full turn still fits seq_len: past this it would outgrow vLLM's
+    # max_model_len mid-turn. The probe's data check keeps its estimated longest rollout within
+    # seq_len, below this cap at every turn but the last, so the cap only ends rollouts longer than
+    # estimated (a prompt or tool results that take more tokens than the probe's 4 characters a token).
+    max_total_tokens = max(1, p.seq_len - p.max_tokens)
     return {
         "max_steps": p.max_steps,
         "seq_len": p.seq_len,
         "model": {"name": job.job.base_model},
-        "deployment": {"num_train_gpus": task.bounds.gpu_count - infer, "num_infer_gpus": infer},
         "trainer": {
             "optim": {"type": p.optimizer, "lr": p.lr, "weight_decay": p.weight_decay, "max_norm": p.max_norm},
             "scheduler": scheduler,
@@ -178,7 +192,8 @@ def render_rl_toml(job: JobConfig, taskset_id: str, task: TaskSpec) -> dict[str,
                     "name": taskset_id,
                     "env": {
                         "taskset": {"id": taskset_id},
-                        "agent": {"max_turns": p.max_turns, "harness": {"id": "null"}, "runtime": {"type": "subprocess"}},
+                        "agent": {"max_turns": p.max_turns, "max_total_tokens": max_total_tokens,
+                                  "harness": {"id": "null"}, "runtime": {"type": "subprocess"}},
                     },
                 }],
             },

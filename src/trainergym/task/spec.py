@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 ALLOWED_BASE_MODELS = ("Qwen/Qwen3-0.6B", "Qwen/Qwen3-1.7B")
 
@@ -114,8 +114,17 @@ class Bounds(BaseModel):
     max_turns: Range = Range(min=1, max=16)
     max_items: int = Field(10_000, ge=32, le=100_000, description="most tasks a finite taskset may yield (all are read)")
     gpu: str = Field("A40", description="GPU class the job is budgeted and memory-checked for")
-    gpu_count: int = 2
+    gpu_count: int = Field(2, description="GPUs of one job: at least one trains and one serves rollouts")
     gpu_hours: float = Field(2.0, description="GPU-hour budget of one job (train only)")
+
+    @field_validator("gpu_count")
+    @classmethod
+    def _two_gpus(cls, count: int) -> int:
+        # prime-rl trains on some GPUs while vLLM samples on others; one GPU cannot hold both roles.
+        if count < 2:
+            raise ValueError(f"bounds.gpu_count = {count}: a job needs at least 2 GPUs, one to train and one for "
+                             "inference")
+        return count
 
 
 class Example(BaseModel):
