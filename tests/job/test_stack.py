@@ -35,3 +35,28 @@ def test_this_environment_runs_the_pinned_verifiers():
 def test_any_other_verifiers_is_a_reason_not_to_validate(monkeypatch, found, says):
     monkeypatch.setattr(stack, "installed_verifiers", lambda: found)
     assert stack.check_installed() == f"{says}; jobs target verifiers {stack.VERIFIERS_VERSION}"
+
+
+def _declared_verifiers(pyproject: Path) -> str:
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    return next(str(r.specifier) for r in map(Requirement, deps) if r.name == "verifiers")
+
+
+def test_families_and_the_kit_declare_the_range_both_stacks_satisfy():
+    """A family that asked for verifiers>=0.4.0 would make setup replace prime-rl's verifiers."""
+    from packaging.specifiers import SpecifierSet
+
+    projects = sorted((ROOT / "envs").glob("*/pyproject.toml")) + [ROOT / "tests/families/seventh/pyproject.toml"]
+    assert len(projects) >= 7
+    for project in projects:
+        assert SpecifierSet(_declared_verifiers(project)) == SpecifierSet(stack.VERIFIERS_RANGE), project
+    for version in (stack.PRIME_RL_VERIFIERS_VERSION, stack.VERIFIERS_VERSION):
+        assert SpecifierSet(stack.VERIFIERS_RANGE).contains(version, prereleases=True), version
+
+
+def test_the_record_names_full_commits():
+    for commit in (stack.PRIME_RL_COMMIT, stack.PRIME_RL_VERIFIERS_COMMIT, stack.PRIME_RL_RENDERERS_COMMIT,
+                   stack.PRIME_RL_PYDANTIC_CONFIG_COMMIT):
+        assert len(commit) == 40 and int(commit, 16) >= 0
+    assert all(commit in " ".join(stack.requirements("git")) for commit in (stack.PRIME_RL_COMMIT,
+                                                                            stack.PRIME_RL_VERIFIERS_COMMIT))

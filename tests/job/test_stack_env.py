@@ -118,7 +118,7 @@ def test_without_the_pin_the_library_stack_runs_and_says_why(monkeypatch, tmp_pa
         chosen = stack_env.ensure()
         assert not chosen.pinned and chosen.python == sys.executable and chosen.verifiers == stack.VERIFIERS_VERSION
         line = chosen.describe()
-        assert "\n" not in line and "library's verifiers 0.4.0" in line and "trainergym stack build" in line
+        assert "\n" not in line and "library's verifiers 0.4.0" in line and "trainergym stack --build" in line
     finally:
         stack_env.reset()
 

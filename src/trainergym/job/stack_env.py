@@ -13,7 +13,7 @@ package. Its sources, in order:
 - else git at the pinned commits (needs GitHub).
 
 The probe never waits on a network it may not have: it builds offline (`ensure()`, from uv's
-cache and the wheels) unless `trainergym stack build` was asked to fetch; when neither works it
+cache and the wheels) unless `trainergym stack --build` was asked to fetch; when neither works it
 runs under the library's verifiers and says so in one line (`Stack.why_not`).
 """
 
@@ -201,7 +201,7 @@ def build(offline: bool = False) -> Stack:
         except (OSError, subprocess.SubprocessError, ValueError) as e:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
             why = (f"building it from {source} {'offline ' if offline else ''}failed "
-                   f"({tail[0][:200] if tail else type(e).__name__}; log: {log_path})")
+                   f"({tail[0].strip()[:200] if tail else type(e).__name__}; log: {log_path})")
             failed.write_text(why + "\n")
             shutil.rmtree(home, ignore_errors=True)
             raise StackUnavailable(why) from None
@@ -231,7 +231,7 @@ def ensure() -> Stack:
                 try:
                     _current = build(offline=True)
                 except StackUnavailable as e:
-                    _current = library(f"{e}; run `trainergym stack build`")
+                    _current = library(f"{e}; run `trainergym stack --build`")
         return _current
 
 
