@@ -97,6 +97,45 @@ def test_probe_command_exit_status_and_json(tmp_path):
     assert bad.returncode == 1 and "INVALID" in bad.stdout and "prime_rl" in bad.stdout
 
 
+def test_probe_bundle_out_writes_the_validated_bundle_and_how_to_train_it(tmp_path):
+    out = tmp_path / "out"
+    good = subprocess.run([str(BIN), "probe", str(ROOT / "envs/calc_chain/reference_job"), "--bundle-out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert good.returncode == 0, good.stdout + good.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    name = manifest["taskset_id"]
+    assert (out / "rl.toml").is_file() and (out / "workspace/job.toml").is_file()
+    assert (out / "package/pyproject.toml").is_file() and (out / "package" / name / "__init__.py").is_file()
+    assert manifest["probe"]["verified_share"] == 1.0 and f'id = "{name}"' in (out / "rl.toml").read_text()
+    said = " ".join(good.stdout.split())  # rich wraps long lines
+    assert f"bundle written to {out}" in said and f"rl @ {out / 'rl.toml'}" in said and "[deployment]" in said
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda out: (out.mkdir(), (out / "x").write_text("x")), "exists and is not empty"),
+    (lambda out: out.write_text("x"), "exists and is not a directory"),
+    (lambda out: None, "cannot be created"),  # its parent is a file
+])
+def test_probe_bundle_out_refuses_an_unusable_directory_in_one_line(tmp_path, make, says):
+    out = tmp_path / "out"
+    make(out)
+    if "created" in says:
+        (tmp_path / "file").write_text("x")
+        out = tmp_path / "file" / "out"
+    bad = subprocess.run([str(BIN), "probe", str(ROOT / "envs/calc_chain/reference_job"), "--bundle-out", str(out)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert bad.returncode == 2 and says in bad.stderr, bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr + bad.stdout
+
+
+def test_probe_bundle_out_writes_nothing_for_a_job_that_fails(tmp_path):
+    (tmp_path / "job.toml").write_text("[job]\n")
+    out = tmp_path / "out"
+    bad = subprocess.run([str(BIN), "probe", str(tmp_path), "--bundle-out", str(out), "--json"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=120)
+    assert bad.returncode == 1 and json.loads(bad.stdout)["bundle_out"] is None and not out.exists()
+
+
 def test_jobs_lists_and_inspects_the_queue(tmp_path):
     from trainergym.infra.queue import JobQueue
     from trainergym.job.result import RunResult

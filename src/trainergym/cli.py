@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -259,9 +260,13 @@ def probe_job(
     job_dir: Path = typer.Argument(..., help="a job directory holding job.toml and taskset/"),
     task: Optional[Path] = typer.Option(None, help="task file the job is for"),
     family: Optional[str] = typer.Option(None, help="family id the job is for (default calc_chain)"),
+    bundle_out: Optional[Path] = typer.Option(None, "--bundle-out", help="a new or empty directory: when the job "
+                                              "passes, write the bundle it validated there (rl.toml, package/, "
+                                              "manifest.json, workspace/)"),
     as_json: bool = JSON,
 ) -> None:
-    """Validate a job directory outside any episode; exit status 0 only when it passes."""
+    """Validate a job directory outside any episode; exit status 0 only when it passes. With
+    --bundle-out, a job that passes leaves its bundle there, to read or to train by hand."""
     import tempfile
 
     from trainergym.probe.checks import probe
@@ -271,15 +276,74 @@ def probe_job(
         raise typer.BadParameter("give --task or --family, not both")
     if not job_dir.is_dir():
         raise typer.BadParameter(f"{job_dir} is not a directory")
+    if bundle_out is not None:
+        _refuse_unusable_out(bundle_out)  # before the probe, which takes a while
     spec = load_task(task or family or "calc_chain")
+    written = None
     with tempfile.TemporaryDirectory(prefix="tg-probe-cli-") as tmp:
         report, bundle = probe(job_dir.resolve(), spec, Path(tmp) / "bundle")
+        # Only a job that passed has a bundle: the library would never train a failed one.
+        if bundle_out is not None and bundle is not None:
+            written = _copy_bundle(bundle.root, bundle_out)
     if as_json:
-        print(json.dumps({"ok": report.ok, "task": spec.id, **report.model_dump(mode="json")}))
+        print(json.dumps({"ok": report.ok, "task": spec.id, "bundle_out": str(written) if written else None,
+                          **report.model_dump(mode="json")}))
     else:
         console.print(report.render(), markup=False)
         console.print(f"confinement: {report.confinement}" if report.confinement else "", markup=False)
+        if written is not None:
+            console.print(_by_hand(written, spec.family), markup=False, highlight=False, soft_wrap=True)
+        elif bundle_out is not None:
+            console.print(f"no bundle written to {bundle_out}: only a job that passes has one", markup=False)
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _refuse_unusable_out(out: Path) -> None:
+    """One line and exit 2 unless `out` is an empty directory or one we can create, and writable."""
+    try:
+        if out.exists() or out.is_symlink():
+            if not out.is_dir():
+                raise _usage_error(f"--bundle-out {out} exists and is not a directory")
+            if any(out.iterdir()):
+                raise _usage_error(f"--bundle-out {out} exists and is not empty: give a new or empty directory")
+            where = out
+        else:
+            where = next(parent for parent in out.absolute().parents if parent.exists())
+            if not where.is_dir():
+                raise _usage_error(f"--bundle-out {out} cannot be created: {where} is not a directory")
+    except OSError as e:
+        raise _usage_error(f"--bundle-out {out} cannot be read: {e}") from None
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise _usage_error(f"--bundle-out {out} is not writable ({where} refuses writes)")
+
+
+def _copy_bundle(root: Path, out: Path) -> Path:
+    """The validated bundle at `root`, copied to `out` (an empty or new directory); exit 2 if the copy fails."""
+    import shutil
+
+    try:
+        shutil.copytree(root, out, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    except OSError as e:
+        raise _usage_error(f"writing the bundle to {out} failed: {e}") from None
+    return out.resolve()
+
+
+def _by_hand(out: Path, family: str) -> str:
+    """Where the bundle went and how to train it with prime-rl by hand, as the runner does."""
+    from trainergym.job.stack import PRIME_RL_COMMIT, PRIME_RL_REPO, install_specs
+
+    try:
+        family_specs = install_specs(family) + " "
+    except KeyError:
+        family_specs = f"<the {family} family's package> "
+    return (f"bundle written to {out} (rl.toml, package/, manifest.json, workspace/)\n"
+            f"to train it by hand on a host with at least 2 GPUs, in a checkout of {PRIME_RL_REPO} at "
+            f"{PRIME_RL_COMMIT[:7]}:\n"
+            f"  cd <prime-rl checkout> && uv sync --all-extras && uv pip install {family_specs}{out / 'package'}\n"
+            f"  uv run --project <prime-rl checkout> rl @ {out / 'rl.toml'}\n"
+            "rl.toml has no [deployment]: trainergym's runner adds it on the GPU host from the GPUs it has; by hand, "
+            "prime-rl's default is 1 training and 1 inference GPU, or add [deployment] with num_train_gpus and "
+            "num_infer_gpus")
 
 
 @app.command("jobs")
@@ -422,12 +486,34 @@ def list_families(as_json: bool = JSON) -> None:
     console.print(table)
 
 
+@app.command("stack")
+def stack_command(
+    build: bool = typer.Option(False, "--build", help="build it now, fetching what it needs (uv, network)"),
+    as_json: bool = JSON,
+) -> None:
+    """prime-rl's stack, where the probe runs agent code: its verifiers and config classes at the
+    pin, built once into a cache (from TRAINERGYM_STACK_WHEELS, else git at the pinned commits)."""
+    from trainergym.job import stack, stack_env
+
+    try:
+        built = stack_env.build(offline=not build)
+    except stack_env.StackUnavailable as e:
+        hint = "" if build else "; `trainergym stack --build` fetches what it needs"
+        print(json.dumps({"pinned": False, "why_not": str(e)}) if as_json else f"error: prime-rl's stack: {e}{hint}")
+        raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps({"pinned": True, "pin": stack.PIN.model_dump(), **built.__dict__}))
+    else:
+        console.print(f"{built.describe()}\npython: {built.python}")
+
+
 @app.command("doctor")
 def doctor(as_json: bool = JSON) -> None:
     """What this host can confine agent code with: each sandbox mode, what it guarantees, which
     one runs (TRAINERGYM_SANDBOX), how a sandbox's totals are held, the data directory's modes."""
     import stat
 
+    from trainergym.job import stack_env
     from trainergym.probe.cgroup import Cgroup
     from trainergym.probe.sandbox import Sandbox, requested_mode
 
@@ -445,7 +531,7 @@ def doctor(as_json: bool = JSON) -> None:
         if data.is_dir() else {}
     out = {"requested": chosen.requested, "runs": chosen.kind, "confinement": chosen.describe(), "modes": modes,
            "accounting": group.describe() if group else "none: caps per process (and per uid when root)",
-           "data_dir": str(data), "data_dir_modes": files}
+           "data_dir": str(data), "data_dir_modes": files, "stack": stack_env.ensure().describe()}
     if as_json:
         print(json.dumps(out))
     else:
@@ -457,6 +543,7 @@ def doctor(as_json: bool = JSON) -> None:
         console.print(table)
         console.print(f"per-sandbox totals: {out['accounting']}")
         console.print(f"data directory {data}: " + ", ".join(f"{k} {v}" for k, v in files.items()))
+        console.print(f"agent code runs under {out['stack']}")
     raise typer.Exit(0 if chosen.kind != "unavailable" else 1)
 
 
