@@ -22,7 +22,7 @@ from trainergym.infra.runpod_graphql import RunpodProvider
 def fleet(monkeypatch, tmp_path):
     (tmp_path / "train.py").write_text(FAKE_TRAIN)
     (tmp_path / "score.py").write_text(FAKE_SCORE)
-    commands = Commands(setup=["true"], train=[sys.executable, str(tmp_path / "train.py"), "ok"],
+    commands = Commands(setup=["true"], train=[sys.executable, str(tmp_path / "train.py"), "ok", "{run_dir}"],
                         score=[sys.executable, str(tmp_path / "score.py"), "--weights", "{weights}", "--items",
                                "{eval_file}", "--out", "{score_file}", "--mode", "ok", "--log", str(tmp_path / "s.log")])
     servers, world = {}, World(boot_seconds=20)
@@ -34,7 +34,8 @@ def fleet(monkeypatch, tmp_path):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         sock.close()
-        app = create_app(tmp_path / "pods" / pod["id"], token, gpu=pod["gpuType"], gpu_count=pod["gpuCount"], commands=commands)
+        app = create_app(tmp_path / "pods" / pod["id"], token, gpu=pod["gpuType"], gpu_count=pod["gpuCount"], commands=commands,
+                         confinement="none")
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
         threading.Thread(target=server.run, daemon=True).start()
         while not server.started:
@@ -51,6 +52,7 @@ def fleet(monkeypatch, tmp_path):
     fake = FakeRunpod(world)
     monkeypatch.setenv("RUNPOD_API_BASE_URL", fake.url)
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("TRAINERGYM_ALLOW_UNCONFINED", "1")  # the fake trainer runs under sys.executable
 
     def virtual_sleep(seconds):  # at least one virtual second a step, so boots and timeouts pass quickly
         world.now += max(seconds, 1.0)

@@ -16,16 +16,17 @@ from trainergym.host.runner import Commands
 
 
 @pytest.fixture
-def backend(tmp_path):
+def backend(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINERGYM_ALLOW_UNCONFINED", "1")
     (tmp_path / "train.py").write_text(FAKE_TRAIN)
     (tmp_path / "score.py").write_text(FAKE_SCORE)
 
     def make(train_mode="ok"):
-        commands = Commands(setup=["true"], train=[sys.executable, str(tmp_path / "train.py"), train_mode],
+        commands = Commands(setup=["true"], train=[sys.executable, str(tmp_path / "train.py"), train_mode, "{run_dir}"],
                             score=[sys.executable, str(tmp_path / "score.py"), "--weights", "{weights}", "--items",
                                    "{eval_file}", "--out", "{score_file}", "--mode", "ok", "--log", str(tmp_path / "s.log")])
         return LocalBackend(tmp_path / f"local-{train_mode}", commands=commands, gpu="NVIDIA A40", gpu_count=2,
-                            poll_seconds=0.1)
+                            poll_seconds=0.1, confinement="none")  # the fake trainer runs under sys.executable
     return make
 
 

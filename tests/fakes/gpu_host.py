@@ -1,20 +1,24 @@
 """Stand-ins for what runs on a GPU host: a fake trainer and a fake scorer (scripts the real
-runner executes in place of prime-rl and vLLM), and a poll helper for the pod service."""
+runner executes in place of prime-rl and vLLM), and a poll helper for the pod service.
+
+FAKE_TRAIN takes its mode and the output directory (`{run_dir}`, as prime-rl's `--output-dir`);
+its working directory is the trainer's home, beside `outputs/` in the job's root."""
 
 import sys
 import time
+from pathlib import Path
 
 PY = sys.executable
 ITEMS = [{"id": f"h{i}", "prompt": f"hidden prompt {i}", "answer": str(i)} for i in range(20)]
 
 FAKE_TRAIN = r"""
 import json, os, pathlib, sys, time
-root = pathlib.Path.cwd()
-mode = sys.argv[1]
+mode, outputs = sys.argv[1], pathlib.Path(sys.argv[2])
+root = outputs.parent
 # agent code would look for the hidden eval here: it must not exist yet
 found = [str(p) for p in root.rglob("items.jsonl")]
-(root / "train-saw.json").write_text(json.dumps(found))
-run = root / "outputs" / "run"
+(outputs / "train-saw.json").write_text(json.dumps(found))
+run = outputs / "run"
 run.mkdir(parents=True, exist_ok=True)
 if mode == "oom":
     print("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"); sys.exit(1)
@@ -23,7 +27,7 @@ if mode == "crash":
 if mode == "hang":
     import subprocess
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    (root / "grandchild.pid").write_text(str(child.pid))
+    (outputs / "grandchild.pid").write_text(str(child.pid))
     time.sleep(600)
 for step in range(3):
     with open(run / "metrics.jsonl", "a") as f:
@@ -40,6 +44,9 @@ args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
 items = [json.loads(l) for l in open(args["--items"])]
 if args["--mode"] == "bad":
     open(args["--out"], "w").write("{}"); sys.exit(0)
+if args["--mode"] == "refuse":  # what the real scorer does when a family package fails its hash check
+    open(args["--out"], "w").write(json.dumps({"refused": "trainergym_calc_chain differs from its recorded hash"}))
+    sys.exit(3)
 score = 0.5 if args["--weights"].startswith("Qwen/") else 0.75
 with open(args["--out"], "w") as f:
     json.dump({"score": score, "n": len(items)}, f)
@@ -56,3 +63,91 @@ def wait_for(client, job_id, phase, limit=30):
             return status
         time.sleep(0.1)
     raise AssertionError(f"never reached {phase}: {status}")
+
+
+# A trainer that attacks what scores it: each attempt's outcome (an errno name, or "succeeded")
+# goes to outputs/attacks.json. Its targets are regular files and directories of the test's own
+# scorer install, never an interpreter, so a broken confinement fails the test without breaking
+# the host. It also leaves a process behind, in a session of its own, that watches for the hidden
+# eval (outputs/daemon.json: its ticks and what it saw). The runner passes the output directory,
+# the scorer's install and the host directory; the hidden-eval secret's path is set by the test.
+ATTACK_TRAIN = r"""
+import errno, json, os, pathlib, sys, time
+SECRET = pathlib.Path("{secret}")
+outputs, scorer, host = (pathlib.Path(a) for a in sys.argv[1:4])
+root = outputs.parent
+site = next(scorer.glob("lib/python*/site-packages"))
+attempts = {}
+
+def attempt(name, action):
+    try:
+        action()
+        attempts[name] = "succeeded"
+    except OSError as e:
+        attempts[name] = errno.errorcode.get(e.errno, str(e.errno))
+
+def write(path, text, mode="w"):
+    def go():
+        with open(path, mode) as f:
+            f.write(text)
+    return go
+
+pay_all = "\ndef check(expected, reply):\n    return True\n"
+attempt("scorer install: its package record", write(scorer / "trainergym-packages.json", "{}"))
+attempt("scorer install: a new executable", write(scorer / "bin" / "planted", "#!/bin/sh\n"))
+attempt("scorer install: its bytecode cache", write(scorer / "pycache" / "planted.pyc", "x"))
+attempt("family package: its checker", write(site / "trainergym_calc_chain" / "family.py", pay_all, "a"))
+attempt("family kit: answer reading", write(site / "trainergym_kit" / "answers.py", pay_all, "a"))
+attempt("scorer venv: a .pth", write(site / "aaa_planted.pth", "import os; os.environ['PLANTED'] = '1'\n"))
+attempt("scorer venv: sitecustomize", write(site / "sitecustomize.py", "import os; os.environ['PLANTED'] = '1'\n"))
+attempt("pre-score cache: the cached score", write(host / "pre-cache" / "calc_chain--Qwen--Qwen3-1.7B.json",
+                                                     '{"score": 1.0, "n": 6}'))
+attempt("pre-score cache: a new entry", write(host / "pre-cache" / "calc_chain--Qwen--Qwen3-0.6B.json", "{}"))
+attempt("hidden items: the job's root", write(root / "items.jsonl", "{}\n"))
+attempt("hidden items: a planted eval directory", lambda: (root / "eval-planted").mkdir())
+attempt("the runner's rl.toml", write(root / "rl.toml", "\n", "a"))
+attempt("the host's shared directory", lambda: (host / "prime-rl-planted").mkdir())
+attempt("the hidden-eval secret", SECRET.read_text)
+
+if os.fork() == 0:  # a process that outlives training, to read the hidden eval when it arrives
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    seen, ticks = set(), 0
+    while True:
+        ticks += 1
+        seen |= {str(p) for p in root.glob("eval-*/items.jsonl")}
+        try:
+            (outputs / "daemon.tmp").write_text(json.dumps({"ticks": ticks, "seen": sorted(seen)}))
+            os.replace(outputs / "daemon.tmp", outputs / "daemon.json")
+        except OSError:
+            pass
+        time.sleep(0.05)
+while not (outputs / "daemon.json").exists():
+    time.sleep(0.05)
+(outputs / "attacks.json").write_text(json.dumps(attempts, indent=1))
+step = outputs / "run" / "broadcasts" / "step_1"
+step.mkdir(parents=True)
+(step / "STABLE").write_text("")
+"""
+
+
+def build_scorer_install(dest: Path, repo: Path = Path(__file__).resolve().parents[2]) -> Path:
+    """A scorer install as setup builds one, offline: a venv of its own whose site-packages holds
+    copies of the family packages and the kit (what the scorer imports and the record hashes),
+    with trainergym and its dependencies from this checkout's venv behind a path entry; then the
+    real `scorer_install record`. Returns its site-packages."""
+    import shutil
+    import site
+    import subprocess
+    import venv
+
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(dest)
+    packages = next(dest.glob("lib/python*/site-packages"))
+    for package in sorted(repo.glob("envs/*/trainergym_*")):
+        shutil.copytree(package, packages / package.name, ignore=shutil.ignore_patterns("__pycache__"))
+    # A plain path line: the checkout venv's own .pth files (its editable families) are not read.
+    (packages / "zz_checkout.pth").write_text(f"{repo / 'src'}\n{site.getsitepackages()[0]}\n")
+    subprocess.run([str(dest / "bin" / "python"), "-I", "-m", "trainergym.host.scorer_install", "record"], check=True,
+                   capture_output=True)
+    return packages

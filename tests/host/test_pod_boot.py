@@ -38,18 +38,23 @@ def booted(tmp_path, monkeypatch):
     monkeypatch.setenv("RUNPOD_API_BASE_URL", fake.url)
     (tmp_path / "train.py").write_text(FAKE_TRAIN)
     (tmp_path / "score.py").write_text(FAKE_SCORE)
-    commands = {"setup": ["true"], "train": [sys.executable, str(tmp_path / "train.py"), "ok"],
+    commands = {"setup": ["true"], "train": [sys.executable, str(tmp_path / "train.py"), "ok", "{run_dir}"],
                 "score": [sys.executable, str(tmp_path / "score.py"), "--weights", "{weights}", "--items", "{eval_file}",
                           "--out", "{score_file}", "--mode", "ok", "--log", str(tmp_path / "s.log")]}
     port = _port()
     cli = Path(sys.executable).parent / "trainergym"
     boot = f"exec {cli} pod-serve --host 127.0.0.1 --port {port} --workdir {tmp_path / 'pod'}\n"
     provider = RunpodProvider(api_key="test-key", proxy_url="http://{ip}:{public_port}", bootstrap=boot)
+    # As the pool sends them (TRAINERGYM_GPU_COUNT: no nvidia-smi here to count them).
     pod_id = provider.create("tg-boot", Rung("NVIDIA A40"), {"TRAINERGYM_POD_TOKEN": "tok-123", "TRAINERGYM_GPU": "NVIDIA A40",
+                                                               "TRAINERGYM_GPU_COUNT": "2",
                                                                "TRAINERGYM_POD_COMMANDS": json.dumps(commands)})
     sent = next(c[1] for c in world.calls if c[0] == "create")
     env = {e["key"]: e["value"] for e in sent["env"]}
-    proc = subprocess.Popen(shlex.split(sent["dockerArgs"]), env={"PATH": "/usr/bin:/bin", **env}, start_new_session=True)
+    # The fake trainer runs under sys.executable, which a trainer's own uid may not reach: unconfined.
+    unconfined = {"TRAINERGYM_TRAINER_CONFINEMENT": "none", "TRAINERGYM_ALLOW_UNCONFINED": "1"}
+    proc = subprocess.Popen(shlex.split(sent["dockerArgs"]), env={"PATH": "/usr/bin:/bin", **unconfined, **env},
+                            start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:

@@ -20,13 +20,15 @@ TOKEN = "pod-token-for-tests"
 
 
 @pytest.fixture
-def service(tmp_path):
+def service(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRAINERGYM_ALLOW_UNCONFINED", "1")
     (tmp_path / "train.py").write_text(FAKE_TRAIN)
     (tmp_path / "score.py").write_text(FAKE_SCORE)
-    commands = Commands(setup=["true"], train=[sys.executable, str(tmp_path / "train.py"), "ok"],
+    commands = Commands(setup=["true"], train=[sys.executable, str(tmp_path / "train.py"), "ok", "{run_dir}"],
                         score=[sys.executable, str(tmp_path / "score.py"), "--weights", "{weights}", "--items",
                                "{eval_file}", "--out", "{score_file}", "--mode", "ok", "--log", str(tmp_path / "s.log")])
-    app = create_app(tmp_path / "pod", TOKEN, gpu="NVIDIA A40", gpu_count=2, usd_per_hour=0.44, commands=commands)
+    app = create_app(tmp_path / "pod", TOKEN, gpu="NVIDIA A40", gpu_count=2, usd_per_hour=0.44, commands=commands,
+                     confinement="none")  # the fake trainer runs under sys.executable
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -1,13 +1,17 @@
 """The runner's orchestration with fake train and score executables: phases, heartbeats,
-timeouts, failure capture, and the hidden eval kept off the host until training is over."""
+timeouts, failure capture, the GPU split, and the hidden eval kept off the host until training
+is over. The fake trainer runs unconfined here (tests/host/test_trust.py confines it)."""
 
 import json
+import os
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from trainergym.host.runner import Commands, Runner, Timeouts
+from trainergym.host.confinement import Confinement
+from trainergym.host.runner import Commands, Runner, Timeouts, _last_step
 from trainergym.job.result import FailureReason, RunResult
 
 from tests.fakes.gpu_host import FAKE_SCORE, FAKE_TRAIN, ITEMS, PY
@@ -21,10 +25,11 @@ def fakes(tmp_path):
     (bundle / "package").mkdir(parents=True)
     (bundle / "rl.toml").write_text("max_steps = 3\n")
 
-    def make(train_mode="ok", score_mode="ok", setup=("true",), timeouts=None, fetches=None):
+    def make(train_mode="ok", score_mode="ok", setup=("true",), timeouts=None, fetches=None, gpus=2,
+             confinement=Confinement.unconfined()):
         commands = Commands(
             setup=list(setup),
-            train=[PY, str(tmp_path / "train.py"), train_mode],
+            train=[PY, str(tmp_path / "train.py"), train_mode, "{run_dir}"],
             score=[PY, str(tmp_path / "score.py"), "--weights", "{weights}", "--items", "{eval_file}", "--out",
                    "{score_file}", "--mode", score_mode, "--log", str(tmp_path / "scored.log")])
 
@@ -33,9 +38,9 @@ def fakes(tmp_path):
                 fetches.append(time.time())
             return ITEMS
 
-        return Runner(bundle, tmp_path / "job", fetch, "calc_chain", "Qwen/Qwen3-1.7B", gpu="NVIDIA A40", gpu_count=2,
-                      usd_per_hour=0.44, commands=commands, timeouts=timeouts, pre_cache=tmp_path / "pre-cache",
-                      heartbeat_seconds=0.1)
+        return Runner(bundle, tmp_path / "job", fetch, "calc_chain", "Qwen/Qwen3-1.7B", gpu="NVIDIA A40", gpu_count=gpus,
+                      usd_per_hour=0.44, commands=commands, timeouts=timeouts, host=tmp_path / "host",
+                      heartbeat_seconds=0.1, confinement=confinement)
     return make
 
 
@@ -49,9 +54,11 @@ def test_success_writes_result_and_caches_pre(fakes, tmp_path):
     assert RunResult.model_validate_json((tmp_path / "job" / "result.json").read_text()) == result
     status = json.loads((tmp_path / "job" / "status.json").read_text())
     assert status["phase"] == "done" and status["progress"]["step"] == 2
-    assert json.loads((tmp_path / "job" / "train-saw.json").read_text()) == []  # no hidden eval during training
+    saw = tmp_path / "job" / "outputs" / "train-saw.json"
+    assert json.loads(saw.read_text()) == []  # no hidden eval during training
     assert not list((tmp_path / "job").rglob("items.jsonl"))  # and none left after scoring
-    assert fetches and fetches[0] > (tmp_path / "job" / "train-saw.json").stat().st_mtime
+    assert fetches and fetches[0] > saw.stat().st_mtime
+    assert result.details["train_confinement"].startswith("UNCONFINED")
     fakes().run()
     scored = (tmp_path / "scored.log").read_text().splitlines()
     assert scored.count("Qwen/Qwen3-1.7B") == 1  # pre is cached per model and family
@@ -78,7 +85,7 @@ def test_bad_score_is_an_eval_failure(fakes):
 def test_timeout_kills_the_whole_phase(fakes, tmp_path):
     result = fakes(train_mode="hang", timeouts=Timeouts(train=2)).run()
     assert result.failure is FailureReason.TRAIN_TIMEOUT and result.failure_reason == "training timed out (after 2 s)"
-    pid = int((tmp_path / "job" / "grandchild.pid").read_text())
+    pid = int((tmp_path / "job" / "outputs" / "grandchild.pid").read_text())
     assert _dead(pid), "a process the phase started outlived it"
 
 
@@ -94,3 +101,53 @@ def _dead(pid: int, wait: float = 3.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+@pytest.mark.parametrize("gpus, bundle_toml, split", [
+    (2, "max_steps = 3\n", {"num_train_gpus": 1, "num_infer_gpus": 1}),
+    (3, "max_steps = 3\n", {"num_train_gpus": 2, "num_infer_gpus": 1}),
+    (4, "max_steps = 3\n[deployment]\nnum_train_gpus = 7\nnum_infer_gpus = 1\n", {"num_train_gpus": 2, "num_infer_gpus": 2}),
+])
+def test_the_runner_trains_on_its_own_gpu_split(fakes, tmp_path, gpus, bundle_toml, split):
+    (tmp_path / "bundle" / "rl.toml").write_text(bundle_toml)
+    runner = fakes(gpus=gpus)
+    result = runner.run()
+    written = tomllib.loads((tmp_path / "job" / "rl.toml").read_text())
+    assert written == {"max_steps": 3, "deployment": split}  # the bundle's own section replaced
+    assert result.status == "succeeded" and result.details["deployment"] == split and result.gpu_count == gpus
+    assert f"== train: {PY} {tmp_path / 'train.py'} ok" in runner.log_tail(100_000)
+
+
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_fewer_than_two_gpus_fail_before_setup(fakes, tmp_path, gpus):
+    marker = tmp_path / "setup-ran"
+    result = fakes(gpus=gpus, setup=("touch", str(marker))).run()
+    assert result.failure is FailureReason.TOO_FEW_GPUS and result.failed_phase == "setup" and result.transient
+    assert f"{gpus} GPU(s) here" in result.failure_detail and not marker.exists()
+
+
+def test_no_confinement_fails_before_setup(fakes, tmp_path):
+    marker = tmp_path / "setup-ran"
+    result = fakes(setup=("touch", str(marker)), confinement=Confinement("unavailable", "bwrap: not installed")).run()
+    assert result.failure is FailureReason.RUNNER_ERROR and "no confinement for the trainer" in result.failure_detail
+    assert not marker.exists()
+
+
+def test_a_refusing_scorer_is_a_tampered_family(fakes):
+    result = fakes(score_mode="refuse").run()
+    assert result.failure is FailureReason.FAMILY_TAMPERED and result.failed_phase == "pre" and not result.transient
+    assert "differs from its recorded hash" in result.failure_reason
+
+
+def test_progress_is_read_only_from_regular_files(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    metrics.write_text('{"step": 1}\n' + "x" * 100_000 + '\n{"step": 7}\n')
+    assert _last_step(metrics) == 7
+    (tmp_path / "secret").write_text('{"step": 42}\n')
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "secret")
+    os.mkfifo(tmp_path / "fifo.jsonl")  # opening it for reading must not block
+    for path in ("link.jsonl", "fifo.jsonl"):
+        assert _last_step(tmp_path / path) is None
+    for text in ("[1]", '{"step": "3"}', "", '{"step": true}'):
+        metrics.write_text(text)
+        assert _last_step(metrics) is None

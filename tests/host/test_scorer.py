@@ -8,8 +8,16 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI
 
 from trainergym.task import hidden
-from trainergym.host import scorer
+from trainergym.host import scorer, scorer_install
 from trainergym.task.spec import get_family
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory):
+    """The family packages' hashes as this venv has them (what setup records in the scorer's)."""
+    path = tmp_path_factory.mktemp("scorer") / scorer_install.RECORD_NAME
+    scorer_install.record(path)
+    return path
 
 
 def _items(tmp_path, family, n=6):
@@ -50,10 +58,10 @@ def ledger_echo(body):
 
 
 @pytest.mark.parametrize("family,policy", [("calc_chain", calc_echo), ("ledger", ledger_echo)])
-def test_a_model_that_uses_the_tools_right_scores_one(tmp_path, family, policy):
+def test_a_model_that_uses_the_tools_right_scores_one(tmp_path, family, policy, record):
     with FakeOpenAI(policy, faults=["429", "500"]) as fake:
         rc = scorer.main(["--family", family, "--weights", "fake-model", "--items", str(_items(tmp_path, family)),
-                          "--out", str(tmp_path / "score.json"), "--base-url", fake.url])
+                          "--out", str(tmp_path / "score.json"), "--base-url", fake.url, "--record", str(record)])
     assert rc == 0
     out = json.loads((tmp_path / "score.json").read_text())
     assert out == {"score": 1.0, "n": 6}
@@ -118,5 +126,49 @@ def test_what_vllm_serves_depends_on_the_weights(tmp_path):
     assert scorer.serve_args(str(bare), "Qwen/Qwen3-1.7B") == (
         str(bare), ["--tokenizer", "Qwen/Qwen3-1.7B", "--hf-config-path", "Qwen/Qwen3-1.7B"])
     (bare / "config.json").write_text("{}")
-    (bare / "tokenizer_config.json").write_text("{}")
-    assert scorer.serve_args(str(bare), "Qwen/Qwen3-1.7B") == (str(bare), [])
+    (bare / "tokenizer_config.json").write_text("{}")  # training wrote it: never used
+    assert scorer.serve_args(str(bare), "Qwen/Qwen3-1.7B") == (str(bare), ["--tokenizer", "Qwen/Qwen3-1.7B"])
+    with pytest.raises(ValueError, match="base-model"):
+        scorer.serve_args(str(bare), None)
+
+
+def test_only_weights_leave_a_broadcast(tmp_path):
+    """Training wrote the broadcast: its tokenizer, chat template and generation config, and any
+    link out of it, stay behind; a hub id passes as it is."""
+    broadcast, dest = tmp_path / "step_3", tmp_path / "served"
+    broadcast.mkdir()
+    for name in ("model-00001-of-00002.safetensors", "model.safetensors.index.json", "config.json", "adapter_config.json",
+                 "tokenizer_config.json", "chat_template.jinja", "tokenizer.json", "generation_config.json"):
+        (broadcast / name).write_text(name)
+    (tmp_path / "secret").write_text("the hidden seed")
+    (broadcast / "model-00002-of-00002.safetensors").symlink_to(tmp_path / "secret")
+    assert scorer.trusted_weights(str(broadcast), dest) == str(dest)
+    assert sorted(p.name for p in dest.iterdir()) == ["adapter_config.json", "config.json",
+                                                      "model-00001-of-00002.safetensors", "model.safetensors.index.json"]
+    assert (dest / "config.json").read_text() == "config.json"
+    assert scorer.trusted_weights("Qwen/Qwen3-1.7B", dest) == "Qwen/Qwen3-1.7B"
+
+
+def test_the_scorer_checks_its_record_before_scoring(tmp_path, record):
+    """A recorded hash that no longer matches, a package found elsewhere than recorded, a family
+    missing from the record, or no record: each refuses before a family is imported, with the
+    reason in the output file and exit status 3."""
+    items = _items(tmp_path, "calc_chain", 2)
+    good = json.loads(record.read_text())
+    entry = good["packages"]["trainergym_calc_chain"]
+    cases = {
+        "differs from its recorded hash": {**good["packages"], "trainergym_calc_chain": {**entry, "sha256": "0" * 64}},
+        "would be imported from": {**good["packages"], "trainergym_calc_chain": {**entry, "locations": ["/elsewhere"]}},
+        "installed after the scorer's record": {k: v for k, v in good["packages"].items() if k != "trainergym_kit"},
+    }
+    for why, packages in cases.items():
+        bad = tmp_path / "record.json"
+        bad.write_text(json.dumps({"packages": packages}))
+        out = tmp_path / "score.json"
+        rc = scorer.main(["--family", "calc_chain", "--weights", "m", "--items", str(items), "--out", str(out),
+                          "--base-url", "http://127.0.0.1:9/v1", "--record", str(bad)])
+        assert rc == 3 and why in json.loads(out.read_text())["refused"], why
+    rc = scorer.main(["--family", "calc_chain", "--weights", "m", "--items", str(items), "--out", str(out),
+                      "--base-url", "http://127.0.0.1:9/v1", "--record", str(tmp_path / "none.json")])
+    assert rc == 3 and "no readable record" in json.loads(out.read_text())["refused"]
+    assert set(good["packages"]) >= {"trainergym_calc_chain", "trainergym_kit", "trainergym_ledger"}

@@ -41,14 +41,18 @@ def detect_gpus() -> tuple[str, int]:
 
 class LocalBackend(QueueBackend):
     """Jobs run by `Runner` on this host's GPUs, `concurrency` at a time, through the queue at
-    `workdir/jobs.db` (or `queue`). The GPU is detected with nvidia-smi unless given."""
+    `workdir/jobs.db` (or `queue`). The GPU is detected with nvidia-smi unless given. Each job's
+    trainer is confined per `confinement` (`trainergym.host.confinement`; as root, with a uid of
+    its own, which must be able to traverse to `workdir`)."""
 
     name = "local"
 
     def __init__(self, workdir: Path, queue: JobQueue | None = None, commands: Commands | None = None,
                  timeouts: Timeouts | None = None, gpu: str | None = None, gpu_count: int | None = None,
-                 usd_per_hour: float = 0.0, concurrency: int = 1, poll_seconds: float = 1.0):
+                 usd_per_hour: float = 0.0, concurrency: int = 1, poll_seconds: float = 1.0,
+                 confinement: str | None = None):
         self.workdir = Path(workdir)
+        self.confinement = confinement
         self.queue = queue or JobQueue(self.workdir / "jobs.db")
         self.commands, self.timeouts = commands, timeouts
         detected = detect_gpus() if gpu is None or gpu_count is None else (gpu, gpu_count)
@@ -122,8 +126,8 @@ class LocalBackend(QueueBackend):
         runner = Runner(Path(job.bundle), self.workdir / "runs" / f"{job.id}-{job.attempts}",
                         lambda: [ex.model_dump() for ex in hidden.hidden_eval(job.family)], job.family, job.base_model,
                         gpu=self.gpu, gpu_count=self.gpu_count, usd_per_hour=rate, commands=self.commands,
-                        timeouts=self.timeouts, pre_cache=self.workdir / "pre-cache",
-                        install=stack.install_specs(job.family), stack_dir=self.workdir / "prime-rl")
+                        timeouts=self.timeouts, host=self.workdir, install=stack.install_specs(job.family),
+                        confinement=self.confinement)
         self._runners[job.id] = runner
         self.queue.start(job.id, self.owner)
         beating = threading.Event()

@@ -32,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from trainergym.host.deployment import visible_gpus
 from trainergym.host.runner import Commands, Runner, Timeouts
 from trainergym.job.result import FailureReason, RunResult
 
@@ -44,12 +45,15 @@ class _Job:
         self.result: RunResult | None = None
 
 
-def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int = 1, usd_per_hour: float = 0.0,
+def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int | None = None, usd_per_hour: float = 0.0,
                commands: Commands | None = None, timeouts: Timeouts | None = None, eval_wait_seconds: float = 3600.0,
-               install: str = "trainergym") -> Starlette:
-    """`install`: pip specs for trainergym and the families, which each job's setup puts into
-    prime-rl's environment beside the job's package (the host's checkout is shared)."""
+               install: str = "trainergym", confinement: str | None = None) -> Starlette:
+    """`install`: pip specs for trainergym and the families, the scorer's own install, which the
+    first job's setup builds (the host's checkout, scorer and caches are shared under `workdir`).
+    `gpu_count`: the GPUs jobs split (default: those the pod shows). `confinement`: the train
+    phase's mode (`trainergym.host.confinement`; default TRAINERGYM_TRAINER_CONFINEMENT, else auto)."""
     workdir = Path(workdir)
+    gpu_count = gpu_count if gpu_count is not None else (visible_gpus() or 0)
     jobs: dict[str, _Job] = {}
 
     def authorised(request: Request) -> bool:
@@ -96,8 +100,8 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int =
             return job.eval_items
 
         runner = Runner(bundle, root / "run", fetch_eval, family, model, gpu=gpu, gpu_count=gpu_count,
-                        usd_per_hour=usd_per_hour, commands=commands, timeouts=timeouts, pre_cache=workdir / "pre-cache",
-                        install=install, stack_dir=workdir / "prime-rl")
+                        usd_per_hour=usd_per_hour, commands=commands, timeouts=timeouts, host=workdir, install=install,
+                        confinement=confinement)
         job = _Job(runner, request.headers.get("x-job-key", ""))
         jobs[job_id] = job
 
@@ -163,7 +167,9 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int =
 def settings_from_env(environ=os.environ) -> dict:
     """The service's settings on a pod: the pool sends them as one base64 JSON object
     (`TRAINERGYM_ENV_B64`, so no quoting reaches the provider's API); plain variables work too.
-    `TRAINERGYM_POD_COMMANDS` (JSON) replaces phase commands, for fake pods in tests."""
+    The GPU count is what the pod shows (nvidia-smi), else what the pool rented
+    (`TRAINERGYM_GPU_COUNT`). `TRAINERGYM_POD_COMMANDS` (JSON) replaces phase commands, for fake
+    pods in tests; `TRAINERGYM_TRAINER_CONFINEMENT` picks the train phase's confinement."""
     env = dict(environ)
     if env.get("TRAINERGYM_ENV_B64"):
         env.update(json.loads(base64.b64decode(env["TRAINERGYM_ENV_B64"])))
@@ -171,9 +177,11 @@ def settings_from_env(environ=os.environ) -> dict:
     if not token:
         raise SystemExit("no TRAINERGYM_POD_TOKEN: the pool sets it when it creates the pod; refusing to serve unauthenticated")
     commands = Commands(**json.loads(env["TRAINERGYM_POD_COMMANDS"])) if env.get("TRAINERGYM_POD_COMMANDS") else None
-    return {"token": token, "gpu": env.get("TRAINERGYM_GPU", "unknown"), "gpu_count": int(env.get("TRAINERGYM_GPU_COUNT", 1)),
+    seen = visible_gpus(env)
+    gpu_count = seen if seen is not None else int(env.get("TRAINERGYM_GPU_COUNT", 0))
+    return {"token": token, "gpu": env.get("TRAINERGYM_GPU", "unknown"), "gpu_count": gpu_count,
             "usd_per_hour": float(env.get("TRAINERGYM_USD_PER_HOUR", 0.0)), "install": env.get("TRAINERGYM_INSTALL", "trainergym"),
-            "commands": commands}
+            "commands": commands, "confinement": env.get("TRAINERGYM_TRAINER_CONFINEMENT")}
 
 
 def serve(workdir: Path, host: str = "0.0.0.0", port: int = 8000, environ=os.environ) -> None:

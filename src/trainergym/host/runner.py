@@ -1,27 +1,37 @@
 """The job runner: what executes one job on a GPU host.
 
-    setup -> train -> (training processes killed) -> hidden eval written -> pre -> post -> result.json
+    setup -> train (confined) -> (training processes killed) -> hidden eval written -> pre -> post -> result.json
 
-`setup` installs the pinned stack (uv, prime-rl at the pinned commit, the family's package and
-the job's taskset package; the checkout is shared by the host's jobs); `train` runs prime-rl on the bundle's `rl.toml`; `pre` and `post`
-score the base model and the trained weights on the hidden eval through the family's own
-scorer. The hidden eval is written to the host only after every training process is gone,
-into a directory the job's code never saw, and agent code does not run while scoring: the
-scorer uses the family's taskset, not the job's. Every phase has a timeout and a named failure
-reason. `status.json` carries a heartbeat and progress for the pod service to report.
+Before anything is installed the runner counts the host's GPUs (at least two: one trains, one
+serves) and writes its own `rl.toml`: the bundle's plus the `[deployment]` split of those GPUs
+(`trainergym.host.deployment`). `setup` installs what the host's jobs share, under `host/`:
+prime-rl at the pinned commit with all its submodules (`uv sync --locked`), the scorer's own
+install (trainergym and the families, built once, its family packages hashed:
+`trainergym.host.scorer_install`), then the family and the job's package into prime-rl's env
+without moving a pinned package (`stack.keep_pinned`), and the base model into a shared cache.
+`train` runs prime-rl on the runner's `rl.toml` with agent code confined
+(`trainergym.host.confinement`): it may write only the job's `outputs/` and `home/`, not the
+scorer's install, the families, prime-rl's env, the caches or the job's root. `pre` and `post`
+score the base model and the trained weights on the hidden eval with the family's own scorer,
+from its own install. The hidden eval is written to the host only after every training process
+is gone, into a directory the job's code never saw, and agent code does not run while scoring.
+Every phase has a timeout and a named failure reason. `status.json` carries a heartbeat and
+progress for the pod service to report.
 
 The real commands are the defaults (`Commands`); tests swap in fake executables to exercise
-the orchestration. Placeholders in a command: {root} {prime_rl} {rl_toml} {package} {family}
-{model} {weights} {eval_file} {score_file} {run_dir} {install}.
+the orchestration. Placeholders in a command: {root} {host} {prime_rl} {scorer} {hub} {rl_toml}
+{package} {family} {model} {weights} {eval_file} {score_file} {run_dir} {home} {install}.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -29,37 +39,61 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainergym.host.confinement import Confinement, ConfinementError
+from trainergym.host.deployment import MIN_GPUS, visible_gpus, write_rl_toml
 from trainergym.job.result import FailureReason, RunResult
-from trainergym.job.stack import PRIME_RL_COMMIT, PRIME_RL_REPO
+from trainergym.job.stack import PRIME_RL_COMMIT, PRIME_RL_PYTHON, PRIME_RL_REPO, keep_pinned
+from trainergym.paths import data_dir
 
 BOOTSTRAP = f"""set -euo pipefail
-exec 9>{{prime_rl}}.lock && flock 9  # jobs on one host share the checkout
+umask 022  # everything setup installs stays read-only to a job's trainer
+# Interpreters and the base model where the trainer's uid can read them (not under /root).
+export UV_PYTHON_INSTALL_DIR={{host}}/python HF_HUB_CACHE={{hub}}
+exec 9>{{host}}/setup.lock && flock 9  # a host's jobs share the checkout, the scorer and the caches
 command -v uv >/dev/null || python3 -m pip install --quiet uv
 if [ ! -d {{prime_rl}}/.git ]; then
   git clone --filter=blob:none {PRIME_RL_REPO} {{prime_rl}}
 fi
 cd {{prime_rl}} && git fetch --quiet origin && git checkout --quiet {PRIME_RL_COMMIT}
-git submodule update --init --quiet -- deps/verifiers deps/renderers deps/pydantic-config
-uv sync --all-extras --quiet
-uv pip install --quiet {{install}} {{package}}
+# Every submodule: the workspace lists deps/prime-envs/environments/*/*, so leaving one out makes
+# uv re-lock. Over HTTPS: .gitmodules names SSH URLs and a pod has no key.
+git -c url."https://github.com/".insteadOf=git@github.com: -c url."https://github.com/".insteadOf=ssh://git@github.com/ \\
+  submodule update --init --recursive --quiet
+uv sync --locked --inexact --all-extras --quiet  # --inexact: keep what other jobs installed beside it
+# The scorer's own install, built once per install spec; its family packages hashed as installed.
+if [ ! -f {{scorer}}/installed ]; then
+  rm -rf {{scorer}} && uv venv --quiet --python {PRIME_RL_PYTHON} {{scorer}}
+  uv pip install --quiet --python {{scorer}}/bin/python {{install}}
+  {{scorer}}/bin/python -I -m trainergym.host.scorer_install record
+  touch {{scorer}}/installed
+fi
+# The family (as the scorer has it, with the kit) and the job into prime-rl's env, moving none of
+# its pinned packages (its own verifiers above all); trainergym itself never goes there.
+families=$({{scorer}}/bin/python -I -m trainergym.host.scorer_install specs {{family}})
+{keep_pinned("{prime_rl}/.venv/bin/python", "$families {package}")}
+# The base model, now: the trainer runs offline from this cache, which it cannot write.
+{{prime_rl}}/.venv/bin/python -c "from huggingface_hub import snapshot_download; snapshot_download('{{model}}')"
 """
 
 
 @dataclass
 class Commands:
     """The argv of each phase, `{placeholders}` filled by the runner: `setup` installs the pinned
-    stack and the job, `train` runs prime-rl on the bundle's rl.toml, `score` scores one model with
-    the family's scorer (pre and post)."""
+    stack, the scorer's install and the job; `train` runs prime-rl on the runner's rl.toml (its
+    entry point directly: the trainer's uid cannot let `uv run` sync); `score` scores one model
+    with the family's scorer (pre and post)."""
 
     setup: list[str] = field(default_factory=lambda: ["bash", "-c", BOOTSTRAP])
-    train: list[str] = field(default_factory=lambda: ["uv", "run", "--project", "{prime_rl}", "rl", "@", "{rl_toml}",
+    train: list[str] = field(default_factory=lambda: ["{prime_rl}/.venv/bin/rl", "@", "{rl_toml}",
                                                        "--output-dir", "{run_dir}"])
-    # Serves `{weights}` with vLLM and scores the family's own taskset on `{eval_file}`, writing
-    # {"score", "n"} to `{score_file}` (trainergym.host.scorer).
-    score: list[str] = field(default_factory=lambda: ["uv", "run", "--project", "{prime_rl}", "python", "-m",
-                                                       "trainergym.host.scorer", "--family", "{family}", "--weights",
+    # Serves `{weights}` with prime-rl's vLLM and scores the family's own taskset on `{eval_file}`,
+    # writing {"score", "n"} to `{score_file}` (trainergym.host.scorer), from the scorer's own
+    # install: isolated (-I: no working directory, user site or PYTHON* variables on its path),
+    # its bytecode under that install (a package's own __pycache__ is never read).
+    score: list[str] = field(default_factory=lambda: ["{scorer}/bin/python", "-I", "-X", "pycache_prefix={scorer}/pycache",
+                                                       "-m", "trainergym.host.scorer", "--family", "{family}", "--weights",
                                                        "{weights}", "--base-model", "{model}", "--items", "{eval_file}",
-                                                       "--out", "{score_file}"])
+                                                       "--out", "{score_file}", "--vllm", "{prime_rl}/.venv/bin/vllm"])
 
 
 @dataclass
@@ -90,21 +124,33 @@ _OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|torch\.cuda\.OutOfMemory
 
 
 class Runner:
-    """Runs one bundle under `root` (a job directory on the GPU host)."""
+    """Runs one bundle under `root` (a job directory on the GPU host). `host` holds what the
+    host's jobs share (default `root/host`): prime-rl's checkout, the scorer's install per
+    `install` (pip specs for trainergym and the families), the pre-score cache and the base
+    models. `gpu_count` is the GPUs the job may use (default: those this host shows);
+    `confinement` the train phase's (a mode of `Confinement.choose`, or one already chosen)."""
 
     def __init__(self, bundle: Path, root: Path, hidden_eval: Callable[[], list[dict]], family: str, base_model: str,
-                 gpu: str = "unknown", gpu_count: int = 1, usd_per_hour: float = 0.0, commands: Commands | None = None,
-                 timeouts: Timeouts | None = None, pre_cache: Path | None = None, heartbeat_seconds: float = 5.0,
-                 install: str = "trainergym", stack_dir: Path | None = None):
+                 gpu: str = "unknown", gpu_count: int | None = None, usd_per_hour: float = 0.0,
+                 commands: Commands | None = None, timeouts: Timeouts | None = None, host: Path | None = None,
+                 heartbeat_seconds: float = 5.0, install: str = "trainergym",
+                 confinement: str | Confinement | None = None):
         self.bundle, self.root = Path(bundle), Path(root)
         self._fetch_eval = hidden_eval  # called only after training: the items are not on the host before
         self._hidden_eval: list[dict] = []
-        self.family, self.base_model, self.gpu, self.gpu_count, self.usd_per_hour = family, base_model, gpu, gpu_count, usd_per_hour
+        self.family, self.base_model, self.gpu, self.usd_per_hour = family, base_model, gpu, usd_per_hour
+        self.gpu_count = gpu_count if gpu_count is not None else (visible_gpus() or 0)
         self.commands, self.timeouts = commands or Commands(), timeouts or Timeouts()
-        self.pre_cache = Path(pre_cache) if pre_cache else self.root / "pre-cache"
         self.heartbeat_seconds = heartbeat_seconds
-        self.install = install  # pip specs for trainergym and the family's package, into prime-rl's env
-        self.stack_dir = Path(stack_dir) if stack_dir else self.root / "prime-rl"
+        self.install = install
+        self.host = Path(host) if host else self.root / "host"
+        self.stack_dir, self.pre_cache, self.hub = self.host / "prime-rl", self.host / "pre-cache", self.host / "hf-hub"
+        # One scorer install per install spec: hosts that serve several families' specs keep each.
+        self.scorer_dir = self.host / f"scorer-{hashlib.sha256(install.encode()).hexdigest()[:12]}"
+        self.rl_toml = self.root / "rl.toml"  # the bundle's, with this host's [deployment]
+        self.outputs, self.home = self.root / "outputs", self.root / "home"  # all the trainer may write
+        self.confinement = confinement if isinstance(confinement, Confinement) else Confinement.choose(confinement)
+        self.deployment: dict[str, int] = {}
         self.root.mkdir(parents=True, exist_ok=True)
         self.log_path = self.root / "runner.log"
         self._phase, self._progress, self._cancel = "created", {}, threading.Event()
@@ -116,9 +162,9 @@ class Runner:
 
     # --- plumbing ----------------------------------------------------------------------------
     def _fill(self, argv: list[str], **extra: str) -> list[str]:
-        values = {"root": self.root, "prime_rl": self.stack_dir, "rl_toml": self.bundle / "rl.toml",
-                  "package": self.bundle / "package", "family": self.family, "model": self.base_model,
-                  "run_dir": self.root / "outputs", "install": self.install, **extra}
+        values = {"root": self.root, "host": self.host, "prime_rl": self.stack_dir, "scorer": self.scorer_dir,
+                  "hub": self.hub, "rl_toml": self.rl_toml, "package": self.bundle / "package", "family": self.family,
+                  "model": self.base_model, "run_dir": self.outputs, "home": self.home, "install": self.install, **extra}
         return [a.format(**{k: str(v) for k, v in values.items()}) for a in argv]
 
     def _status(self, **extra) -> None:
@@ -134,7 +180,12 @@ class Runner:
         except OSError:
             return ""
 
-    def _run(self, phase: str, argv: list[str], timeout: float) -> None:
+    def _log(self, line: str) -> None:
+        with open(self.log_path, "a") as log:
+            log.write(line + "\n")
+
+    def _run(self, phase: str, argv: list[str], timeout: float, env: dict[str, str] | None = None,
+             cwd: Path | None = None) -> None:
         """Run one phase's command, streaming its output to the log, with heartbeats; kill its
         whole process group at the end whatever happened."""
         self._phase = phase
@@ -143,7 +194,8 @@ class Runner:
             log.write(f"\n== {phase}: {' '.join(argv)}\n")
             log.flush()
             try:
-                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
+                proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd or self.root, env=env,
+                                        start_new_session=True)
             except OSError as e:
                 raise PhaseFailed(_FAILS[phase][0], str(e)) from None
             deadline = time.monotonic() + timeout
@@ -172,25 +224,72 @@ class Runner:
             raise PhaseFailed(_FAILS[phase][0], f"exit status {proc.returncode}", tail)
 
     def _track_progress(self) -> None:
-        """Training progress from prime-rl's file monitor (`metrics.jsonl`), when there is one."""
-        for metrics in (self.root / "outputs").rglob("metrics.jsonl") if (self.root / "outputs").exists() else ():
-            try:
-                last = metrics.read_text().strip().splitlines()[-1]
-                self._progress = {"step": json.loads(last).get("step")}
-            except (OSError, IndexError, ValueError):
-                pass
+        """Training progress from prime-rl's file monitor (`metrics.jsonl`), when there is one.
+        The trainer owns these files: links and anything but a regular file are skipped, and
+        only the tail is read."""
+        for metrics in self.outputs.rglob("metrics.jsonl") if self.outputs.exists() else ():
+            step = _last_step(metrics)
+            if step is not None:
+                self._progress = {"step": step}
 
     def _weights(self) -> Path:
         """The last complete filesystem broadcast (`broadcasts/step_N/` with a STABLE marker)."""
-        steps = [p for p in (self.root / "outputs").rglob("step_*") if p.parent.name == "broadcasts" and (p / "STABLE").exists()]
+        steps = [p for p in self.outputs.rglob("step_*") if p.parent.name == "broadcasts" and (p / "STABLE").exists()
+                 and not p.is_symlink() and p.name.split("_")[-1].isdigit()]
         if not steps:
             raise PhaseFailed(FailureReason.NO_CHECKPOINT, "training ended without publishing weights", self.log_tail())
         return max(steps, key=lambda p: int(p.name.split("_")[-1]))
 
+    def _preflight(self) -> None:
+        """What fails a job before anything is installed: too few GPUs, an unreadable rl.toml, no
+        way to confine the trainer. Writes the runner's rl.toml."""
+        self._phase = "setup"
+        if self.gpu_count < MIN_GPUS:
+            raise PhaseFailed(FailureReason.TOO_FEW_GPUS, f"{self.gpu_count} GPU(s) here; training needs at least "
+                                                          f"{MIN_GPUS}: one to train and one to serve")
+        try:
+            self.deployment = write_rl_toml(self.bundle / "rl.toml", self.rl_toml, self.gpu_count)
+        except ValueError as e:
+            raise PhaseFailed(FailureReason.RUNNER_ERROR, str(e)) from None
+        if self.confinement.kind == "unavailable":
+            raise PhaseFailed(FailureReason.RUNNER_ERROR, self.confinement.describe())
+        self.host.mkdir(parents=True, exist_ok=True)
+        self._log(f"== {self.gpu_count} GPUs: {self.deployment}; trainer: {self.confinement.describe()}")
+
+    def _train(self) -> None:
+        """The train phase, confined: the trainer's directories made (and, under setpriv, given to
+        its uid), its environment built from scratch, and afterwards every process of it killed."""
+        argv = self._fill(self.commands.train)
+        named = [Path(a) for a in argv if a.startswith("/") and Path(a).exists()]
+        conf = self.confinement
+        try:
+            conf.prepare([self.outputs, self.home], run=[*named, self.rl_toml],
+                         protected=[self.root, self.host, self.stack_dir, self.scorer_dir, self.pre_cache, self.hub])
+        except ConfinementError as e:
+            raise PhaseFailed(FailureReason.RUNNER_ERROR, str(e)) from None
+        env = conf.env(self.home)
+        env.update(PATH=f"{self.stack_dir / '.venv' / 'bin'}:{env.get('PATH', os.defpath)}", HF_HUB_CACHE=str(self.hub),
+                   HF_HUB_OFFLINE="1")
+        command = conf.command(argv, writable=[self.outputs, self.home], shown=[*named, self.rl_toml, self.host],
+                               hidden=[data_dir()])
+        try:
+            self._run("train", command, self.timeouts.train, env=env, cwd=self.home)
+        finally:
+            try:
+                conf.reap()
+            except ConfinementError as e:
+                raise PhaseFailed(FailureReason.RUNNER_ERROR, str(e)) from None
+
     def _score(self, phase: str, weights: str, eval_dir: Path) -> float:
         score_file = eval_dir / f"{phase}.json"
         argv = self._fill(self.commands.score, weights=weights, eval_file=eval_dir / "items.jsonl", score_file=score_file)
-        self._run(phase, argv, self.timeouts.score)
+        try:
+            self._run(phase, argv, self.timeouts.score, env={**os.environ, "HF_HUB_CACHE": str(self.hub)})
+        except PhaseFailed as e:
+            refused = _refusal(score_file)
+            if refused is not None:  # the scorer's packages are not what was installed
+                raise PhaseFailed(FailureReason.FAMILY_TAMPERED, refused, e.log_tail) from None
+            raise
         try:
             data = json.loads(score_file.read_text())
             score, n = float(data["score"]), int(data["n"])
@@ -204,14 +303,16 @@ class Runner:
     # --- the job -----------------------------------------------------------------------------
     def run(self) -> RunResult:
         """Set up, train, score; never raises for the job's own failures. Writes and returns
-        the result (`status` "succeeded" with `pre` and `post`, else a `failure`)."""
+        the result (`status` "succeeded" with `pre` and `post`, else a `failure`); its `details`
+        say how the trainer was confined and how the GPUs were split."""
         started = time.monotonic()
         train_seconds, eval_n = None, 0
         outcome: dict = {}
         try:
+            self._preflight()
             self._run("setup", self._fill(self.commands.setup), self.timeouts.setup)
             t = time.monotonic()
-            self._run("train", self._fill(self.commands.train), self.timeouts.train)
+            self._train()
             train_seconds = time.monotonic() - t
             weights = self._weights()
             # Only now, with every training process gone, does the hidden eval reach the host.
@@ -245,11 +346,12 @@ class Runner:
         except PhaseFailed as e:
             outcome = {"status": "cancelled" if e.reason is FailureReason.CANCELLED else "failed", "failure": e.reason,
                        "failure_detail": e.detail, "failed_phase": self._phase}
+        details = {"train_confinement": self.confinement.describe(), "deployment": self.deployment}
         result = RunResult(**outcome, base_model=self.base_model, gpu=self.gpu, gpu_count=self.gpu_count, eval_n=eval_n,
                            train_seconds=round(train_seconds, 1) if train_seconds is not None else None,
                            wall_seconds=round(time.monotonic() - started, 1), log_tail=self.log_tail(),
                            cost_usd=round((time.monotonic() - started) / 3600 * self.usd_per_hour * self.gpu_count, 4),
-                           source="measured")
+                           source="measured", details=details)
         self._phase = "done"
         self._status(result=result.status)
         (self.root / "result.json").write_text(result.model_dump_json(indent=2))
@@ -259,3 +361,32 @@ class Runner:
         """Ask the job to stop; safe from another thread. The phase in progress is killed at its
         next check (about every half second) and `run` returns a cancelled result."""
         self._cancel.set()
+
+
+def _last_step(path: Path, tail_bytes: int = 1 << 16) -> int | None:
+    """The `step` of the last line of a metrics file the trainer wrote, or None. Opened without
+    following a link or blocking on a FIFO; only a regular file's tail is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        f.seek(max(0, info.st_size - tail_bytes))
+        lines = f.read().strip().splitlines()
+    try:
+        step = json.loads(lines[-1]).get("step")
+    except (IndexError, ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def _refusal(score_file: Path) -> str | None:
+    """Why the scorer refused to score (`{"refused": why}` in its output), or None."""
+    try:
+        refused = json.loads(score_file.read_text()).get("refused")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(refused) if refused else None

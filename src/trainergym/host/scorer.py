@@ -1,16 +1,23 @@
 """The hidden-eval scorer: one model, one family, one items file -> {"score", "n"}.
 
-Runs on the GPU host after training, in prime-rl's environment (where vLLM and verifiers are):
+Runs on the GPU host after training, from its own install (trainergym and the families; never
+prime-rl's environment, which holds the job's package), isolated from the environment and the
+working directory, its bytecode cache inside that install:
 
-    python -m trainergym.host.scorer --family F --weights W --items hidden.jsonl --out score.json
+    <scorer>/bin/python -I -X pycache_prefix=<scorer>/pycache -m trainergym.host.scorer \
+        --family F --weights W --base-model M --items hidden.jsonl --out score.json --vllm <prime-rl>/.venv/bin/vllm
 
-It serves `W` (a hub id for the base model, or a broadcast directory for trained weights) with
-vLLM on loopback, loads the family's own verifiers taskset over the items file
-(`items_file`), and plays each task the way verifiers' `null` harness does: a chat loop in
-which the model calls the family's eval tools (the Toolset the task declares, given the task's
-world) until it answers or runs out of turns. The task's own `@vf.reward`s score the trace;
-the score is their mean over items. The job's code is not involved: only the family's
-package and the weights are.
+It first checks every family package it will import against the hashes recorded when its install
+was built (`trainergym.host.scorer_install`) and refuses to score on a difference, writing
+`{"refused": why}` and exiting 3. It serves `W` (a hub id for the base model, or a broadcast
+directory for trained weights) with prime-rl's vLLM on loopback, loads the family's own
+verifiers taskset over the items file (`items_file`), and plays each task the way verifiers'
+`null` harness does: a chat loop in which the model calls the family's eval tools (the Toolset
+the task declares, given the task's world) until it answers or runs out of turns. The task's own
+`@vf.reward`s score the trace; the score is their mean over items. The job's code is not
+involved: only the family's package and the weights are. Of a broadcast, which training wrote,
+only the weights and their config are served (copied first, links refused); the tokenizer and
+its chat template are always the base model's.
 
 We play the loop in process rather than through `vf-eval` so scoring needs no network beyond
 loopback (the harness's uv script fetches from PyPI) and a failed call is retried, not scored 0.
@@ -35,17 +42,40 @@ from pathlib import Path
 
 import httpx
 
+from trainergym.host import scorer_install
+
 SERVED_NAME = "scored"
 # Qwen3 emits Hermes-style tool calls; prime-rl's inference server uses the same parser.
-VLLM = ["vllm", "serve", "{model}", "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", SERVED_NAME,
+VLLM = ["{vllm}", "serve", "{model}", "--host", "127.0.0.1", "--port", "{port}", "--served-model-name", SERVED_NAME,
         "--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-model-len", "{max_model_len}"]
+
+
+# What a broadcast may contribute to scoring: weights and the config that shapes them, nothing
+# that changes how prompts are rendered (tokenizer files, chat templates) or sampled.
+WEIGHT_FILES = ("*.safetensors", "*.safetensors.index.json", "config.json", "adapter_config.json")
+
+
+def trusted_weights(weights: str, dest: Path) -> str:
+    """`weights` as vLLM should load it: a hub id as it is; a directory (written by training) as a
+    copy in `dest` of its regular files named in `WEIGHT_FILES`, symbolic links refused."""
+    path = Path(weights)
+    if not path.is_dir():
+        return weights
+    dest.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for entry in sorted(path.iterdir()):
+        if entry.is_symlink() or not entry.is_file() or not any(entry.match(p) for p in WEIGHT_FILES):
+            continue
+        with open(entry, "rb") as src, open(dest / entry.name, "wb") as out:
+            while chunk := src.read(1 << 24):
+                out.write(chunk)
+    return str(dest)
 
 
 def serve_args(weights: str, base_model: str | None) -> tuple[str, list[str]]:
     """What vLLM serves and the flags it needs, by what the weights are: a hub id (the base
     model), a LoRA adapter (prime-rl's broadcast of a LoRA run: the base model plus the adapter,
-    served under our name), or full safetensors (the base model's tokenizer, and its config when
-    the broadcast has none)."""
+    served under our name), or full safetensors (always the base model's tokenizer and chat
+    template, never one training wrote; the base model's config when the broadcast has none)."""
     path = Path(weights)
     if not path.is_dir():
         return weights, []
@@ -54,22 +84,25 @@ def serve_args(weights: str, base_model: str | None) -> tuple[str, list[str]]:
             raise ValueError(f"{weights} is a LoRA adapter: give --base-model")
         return base_model, ["--enable-lora", "--max-lora-rank", "64", "--lora-modules", f"{SERVED_NAME}={weights}",
                             "--served-model-name", "base"]
-    extra = ["--tokenizer", base_model] if base_model and not (path / "tokenizer_config.json").exists() else []
-    if base_model and not (path / "config.json").exists():
+    if not base_model:
+        raise ValueError(f"{weights} are trained weights: give --base-model (its tokenizer is the one scored with)")
+    extra = ["--tokenizer", base_model]
+    if not (path / "config.json").exists():
         extra += ["--hf-config-path", base_model]
     return weights, extra
 
 
 @contextlib.contextmanager
 def vllm_server(weights: str, command: list[str] = VLLM, max_model_len: int = 8192, base_model: str | None = None,
-                ready_timeout: float = 900.0, log: Path | None = None) -> Iterator[str]:
-    """Serve `weights` under the name `scored` for the duration of the block; yields the OpenAI
-    base URL. The whole process group is killed on exit, whatever happened."""
+                ready_timeout: float = 900.0, log: Path | None = None, vllm: str = "vllm") -> Iterator[str]:
+    """Serve `weights` under the name `scored` for the duration of the block, with the `vllm`
+    executable; yields the OpenAI base URL. The whole process group is killed on exit, whatever
+    happened."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     model, extra = serve_args(weights, base_model)
-    argv = [a.format(model=model, port=port, max_model_len=max_model_len) for a in command] + extra
+    argv = [a.format(model=model, port=port, max_model_len=max_model_len, vllm=vllm) for a in command] + extra
     out = open(log, "ab") if log else subprocess.DEVNULL
     proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -177,13 +210,18 @@ async def play(client, model: str, taskset_cls, config, task, tool_specs: list[d
 
 
 async def score(family_id: str, items_file: Path, base_url: str, model: str = SERVED_NAME, concurrency: int = 32,
-                max_turns: int = 16, max_tokens: int = 1024, temperature: float = 0.0, timeout: float = 300.0) -> dict:
-    """Mean reward of the model at `base_url` over the items; every item is played once."""
+                max_turns: int = 16, max_tokens: int = 1024, temperature: float = 0.0, timeout: float = 300.0,
+                verified: dict[str, list[str]] | None = None) -> dict:
+    """Mean reward of the model at `base_url` over the items; every item is played once. With
+    `verified` (what `scorer_install.verify` returned), the family's modules must have been
+    imported from there (`scorer_install.Untrusted` otherwise)."""
     from openai import AsyncOpenAI
 
     from trainergym.task.spec import get_family
 
     taskset_cls, config, tasks = load_tasks(family_id, items_file)
+    if verified is not None:
+        scorer_install.check_loaded(verified)
     tool_specs = get_family(family_id).EVAL_TOOLS
     client = AsyncOpenAI(base_url=base_url, api_key=os.environ.get("TRAINERGYM_SCORER_API_KEY", "EMPTY"),
                          timeout=timeout, max_retries=5)
@@ -214,20 +252,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--max-turns", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=1024)
+    p.add_argument("--vllm", default="vllm", help="the vllm executable (prime-rl's, on a GPU host)")
+    p.add_argument("--record", type=Path, default=None,
+                   help=f"the install's package hashes (default: {scorer_install.RECORD_NAME} in this venv)")
     args = p.parse_args(argv)
 
-    def run(base_url: str, model: str) -> dict:
-        return asyncio.run(score(args.family, args.items, base_url, model, args.concurrency, args.max_turns, args.max_tokens))
+    def write(result: dict) -> None:
+        tmp = args.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result))
+        tmp.replace(args.out)
+        print(json.dumps(result))
 
-    if args.base_url:
-        result = run(args.base_url, args.model or args.weights)
-    else:
-        with vllm_server(args.weights, base_model=args.base_model, log=args.out.with_suffix(".vllm.log")) as url:
-            result = run(url, SERVED_NAME)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result))
-    tmp.replace(args.out)
-    print(json.dumps(result))
+    def run(base_url: str, model: str) -> dict:
+        return asyncio.run(score(args.family, args.items, base_url, model, args.concurrency, args.max_turns, args.max_tokens,
+                                 verified=verified))
+
+    try:
+        verified = scorer_install.verify(args.record)  # before anything imports a family
+        if args.base_url:
+            result = run(args.base_url, args.model or args.weights)
+        else:
+            weights = trusted_weights(args.weights, args.out.parent / f"{args.out.stem}-weights")
+            with vllm_server(weights, base_model=args.base_model, log=args.out.with_suffix(".vllm.log"),
+                             vllm=args.vllm) as url:
+                result = run(url, SERVED_NAME)
+    except scorer_install.Untrusted as e:
+        write({"refused": str(e)})
+        return 3
+    write(result)
     return 0
 
 

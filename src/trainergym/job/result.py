@@ -36,12 +36,18 @@ class FailureReason(StrEnum):
     PROVIDER_REFUSED = "provider refused"
     JOB_TIMEOUT = "the job ran too long"
     NO_GPU = "no GPU on this host"
+    TOO_FEW_GPUS = "too few GPUs on this host"  # prime-rl needs one to train and one to serve
+    # The scorer's family package (or the kit) differs from the hash recorded when the scorer was
+    # installed, or was imported from elsewhere: nothing it would score can be trusted. Not
+    # transient: the likeliest author is the job that just trained there.
+    FAMILY_TAMPERED = "family package failed its hash check"
 
 
 # Failures that may be the host's or the provider's fault rather than the job's: another
 # attempt (up to the queue's max_attempts) may succeed.
 TRANSIENT = frozenset({FailureReason.INSTALL_FAILED, FailureReason.SETUP_TIMEOUT, FailureReason.RUNNER_ERROR,
-                       FailureReason.LEASE_LOST, FailureReason.POD_DIED, FailureReason.NO_POD})
+                       FailureReason.LEASE_LOST, FailureReason.POD_DIED, FailureReason.NO_POD,
+                       FailureReason.TOO_FEW_GPUS})
 
 
 class RunResult(BaseModel):

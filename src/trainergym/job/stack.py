@@ -95,24 +95,31 @@ def _family_distributions() -> dict[str, metadata.Distribution]:
 
 def install_spec(distribution: str) -> str:
     """How to install `distribution`, as installed here, into another environment on this
-    host (prime-rl's): its local directory when it was installed from one (a checkout or
-    workspace member), else `name==version`."""
+    host (prime-rl's): what it was installed from when that was not an index (its local
+    directory or wheel, the wheel's URL, the git commit), else `name==version`."""
     import json
 
     dist = metadata.distribution(distribution)
     direct = dist.read_text("direct_url.json")
     if direct:
-        url = json.loads(direct).get("url", "")
+        origin = json.loads(direct)
+        url = origin.get("url", "")
         if url.startswith("file://"):
             return url.removeprefix("file://")
+        vcs = origin.get("vcs_info") or {}
+        if vcs.get("vcs") and vcs.get("commit_id"):
+            return f"{vcs['vcs']}+{url}@{vcs['commit_id']}"
+        if url:
+            return url
     return f"{dist.metadata['Name']}=={dist.version}"
 
 
 def install_specs(family_id: str) -> str:
-    """What a job's setup installs into prime-rl's env beside the job: trainergym (its scorer)
-    and the family's package (its taskset, tools and rewards), as installed here, with those of
-    its requirements installed from local directories (the family kit, in a checkout): no
-    index has them."""
+    """What the scorer's install on a GPU host holds for a job of `family_id`: trainergym (the
+    scorer) and the family's package (its taskset, tools and rewards), as installed here, with
+    those of its requirements installed from local directories (the family kit, in a checkout):
+    no index has them. prime-rl's env gets the family's part as the scorer's install has it
+    (`trainergym.host.scorer_install`), never trainergym."""
     import os
     import re
 
