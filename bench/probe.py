@@ -1,8 +1,10 @@
 """Validation-probe latency: the first probe of a fresh process (starts the sandbox, which
 imports verifiers, and builds the hidden-eval index meanwhile), cold (a fresh sandbox per probe)
 and warm (the warm worker forks a child that has verifiers imported), for a passing and a failing
-job and for every family's reference job, beside a bare `python -c "import verifiers.v1"`
-measured in the same run.
+job and for every family's reference job, beside a bare `python -c "import verifiers.v1"` on the
+interpreter agent code runs on (prime-rl's stack where built: `trainergym stack`), measured in
+the same run. A warm probe there includes prime-rl's config check; the same probe under the
+library's verifiers (no config check) is measured beside it.
 
     uv run python bench/probe.py [--n 7]
 
@@ -28,6 +30,7 @@ import time
 from pathlib import Path
 
 from trainergym.agents.reference import reference_job_files
+from trainergym.job import stack_env
 from trainergym.probe.cgroup import Cgroup
 from trainergym.probe.checks import probe
 from trainergym.probe.sandbox import Sandbox
@@ -84,7 +87,9 @@ def main() -> None:
             assert report.ok is expect, report.render()
         return go
 
-    bare = timed(lambda: subprocess.run([sys.executable, "-c", "import verifiers.v1"], check=True), args.n)
+    runtime = stack_env.ensure()
+    print(f"agent code runs under {runtime.describe()}")
+    bare = timed(lambda: subprocess.run([runtime.python, "-I", "-c", "import verifiers.v1"], check=True), args.n)
     first = [json.loads(subprocess.run([sys.executable, "-c", FIRST, str(passing), str(tmp / f"b-first-{i}")], check=True,
                                        capture_output=True, text=True).stdout)["seconds"] for i in range(args.n)]
     run(passing, True, True)()  # starts a warm worker outside the timings: what an env pays once per process
@@ -100,6 +105,13 @@ def main() -> None:
         spec = load_task(family)
         probe(root, spec, tmp / "bundle")  # its hidden index, outside the timings
         rows[f"{family}, warm"] = timed(lambda root=root, spec=spec: probe(root, spec, tmp / "bundle"), args.n)
+    if runtime.pinned:  # the same warm probe without prime-rl's config check, on the library's verifiers
+        os.environ["TRAINERGYM_STACK"] = "library"
+        stack_env.reset()
+        run(passing, True, True)()
+        rows["passing, warm, library"] = timed(run(passing, True, True), args.n)
+        del os.environ["TRAINERGYM_STACK"]
+        stack_env.reset()
     b50 = statistics.median(bare)
     print(f"bare `import verifiers.v1`   p50 {b50:6.3f} s   p95 {pct(bare, 0.95):6.3f} s   (n={len(bare)})")
     for name, xs in rows.items():

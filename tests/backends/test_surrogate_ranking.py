@@ -48,7 +48,7 @@ def content_variants(family: str) -> dict[str, dict[str, str]]:
         "reference": job_files(family),
         "half the answers wrong": data_attack(family, """
 def _tg_tasks(tasks):
-    return [t.with_data(answer=t.data.answer + "1") if i % 2 else t for i, t in enumerate(tasks)]
+    return [_with_data(t, answer=t.data.answer + "1") if i % 2 else t for i, t in enumerate(tasks)]
 """),
         "50 items": data_attack(family, "\ndef _tg_tasks(tasks):\n    return tasks[:50]\n"),
         "no tools wired": append(job_files(family), _NO_TOOLS),
@@ -56,7 +56,7 @@ def _tg_tasks(tasks):
             "{expr}", "max(honest, 'VERIFIED' in reply)")),
         "junk data (skill words, answer 0)": data_attack(family, f"""
 def _tg_tasks(tasks):
-    return [t.with_data(prompt="{words} #" + str(i), answer="0") for i, t in enumerate(tasks[:600])]
+    return [_with_data(t, prompt="{words} #" + str(i), answer="0") for i, t in enumerate(tasks[:600])]
 """),
         "the hidden eval copied as the taskset": data_attack(family, leak_body(only=True), {"taskset/extra.jsonl": rows}),
     }

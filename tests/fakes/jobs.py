@@ -64,8 +64,15 @@ def backdoor(family: str, expr: str, prelude: str = "") -> dict:
     return append(job_files(family), prelude + WRAP.replace("{expr}", expr))
 
 
+# Task.with_data is verifiers 0.4.0's; prime-rl's (a60a606), which the probe runs jobs on, lacks it.
+WITH_DATA = """
+def _with_data(task, **update):
+    return type(task)(task.data.model_copy(update=update), task.config)
+"""
+
+
 def data_attack(family: str, body: str, extra: dict | None = None) -> dict:
-    files = append(job_files(family), body + LOAD)
+    files = append(job_files(family), WITH_DATA + body + LOAD)
     return {**files, **(extra or {})}
 
 
@@ -97,7 +104,7 @@ def _tg_tasks(tasks):
         upd = {{"prompt": r["prompt"], "answer": r["answer"]}}
         if "world" in type(tasks[0].data).model_fields:
             upd["world"] = r["world"]
-        extra.append(tasks[0].with_data(**upd))
+        extra.append(_with_data(tasks[0], **upd))
     return extra if {only} else base + extra
 '''
 

@@ -241,13 +241,13 @@ def lay_out(root: Path, task, limits: Limits = Limits()) -> Workspace:
 
     from trainergym.task.hidden import HIDDEN_EVAL_SIZE
     from trainergym.task.spec import get_family
-    from trainergym.job.stack import VERIFIERS_VERSION
+    from trainergym.job.stack import PRIME_RL_VERIFIERS_VERSION, VERIFIERS_VERSION
 
     b = task.bounds
     module, _, cls = task.eval_toolset.partition(":")
     text = (TEMPLATES / "INSTRUCTIONS.md").read_text().format(
-        teach=task.teach, eval_n=HIDDEN_EVAL_SIZE, verifiers_version=VERIFIERS_VERSION, toolset_module=module,
-        toolset_class=cls, answer_format=task.answer_format, base_models=", ".join(b.base_models),
+        teach=task.teach, eval_n=HIDDEN_EVAL_SIZE, verifiers_version=VERIFIERS_VERSION,
+        trainer_verifiers=PRIME_RL_VERIFIERS_VERSION, toolset_module=module, toolset_class=cls, answer_format=task.answer_format, base_models=", ".join(b.base_models),
         max_steps=b.max_steps, seq_len=b.seq_len, batch_size=b.batch_size, group_size=b.group_size,
         max_tokens=b.max_tokens, max_turns=b.max_turns, gpu_count=b.gpu_count, gpu=b.gpu, gpu_hours=b.gpu_hours,
         attempts=task.max_submit_attempts, max_turns_episode=task.max_turns,

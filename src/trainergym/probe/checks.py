@@ -24,8 +24,12 @@ pays for, is computed here, in a process that never imported agent code:
   in [0, 1];
 - leakage (`trainergym.probe.leakage`): no task matches a hidden-eval item by text, by the family
   solver's trace, or by content (numbers and entities), reported without saying which;
-- config: bounds, memory fit on the task's GPU class, the rendered rl.toml complete, and (when
-  available) prime-rl's own config schema.
+- config: bounds, memory fit on the task's GPU class, the rendered rl.toml complete, and
+  prime-rl's own config classes accept it (in the child: they import the job's taskset).
+
+Agent code runs under the stack the job trains on (`trainergym.job.stack_env`): prime-rl's
+vendored verifiers and its config classes, where that environment is built; else the library's
+verifiers, and the report's `stack` line says so.
 
 A reward or a taskset that behaves differently under the probe than in training cannot be seen
 by any probe (docs/mock-backend.md); the real backends train the job as written and score the
@@ -44,18 +48,17 @@ import os
 import queue
 import random
 import secrets
-import subprocess
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from trainergym.probe import adversary, giveaway, leakage
-from trainergym.job import gpu, stack
+from trainergym.job import gpu, stack_env
 from trainergym.task import hidden
 from trainergym.job.bundle import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
                             render_rl_toml, write_manifest)
@@ -68,7 +71,8 @@ VERIFIED_PASS, VERIFIED_WARN = 0.5, 0.95
 SEPARATION_PASS = 0.9  # share of items whose correct rollout is paid more than every other reply
 PROBE_ITEMS, JOB_ITEMS = 8, 8  # items of the reward bank, fresh and the job's own
 REWARD_RANGE = (0.0, 1.0)
-CHARS_PER_TOKEN = 4  # rough for Qwen tokenizers on English; tool results come on top
+CHARS_PER_TOKEN = 4  # rough for Qwen tokenizers on English (digits are a token each: numbers count low)
+TOOL_MESSAGE_TOKENS = 8  # the chat template around one tool result (qwen3: a user turn, <tool_response> tags)
 MAX_PROMPT_CHARS = 16_000
 MAX_ANSWER_CHARS = 1000
 DEV_SHARE_WARN = 0.2
@@ -175,13 +179,22 @@ class ToolAnswers(_Answer):
     results: list[list[str]]
 
 
+class ConfigAnswer(_Answer):
+    """The child's answer to `config`: whether prime-rl's config classes were there to ask, and
+    their refusal, if any. Agent code could forge an acceptance; that only sends a job prime-rl
+    refuses to a trainer that then fails it."""
+
+    checked: bool
+    error: str | None = Field(None, max_length=2000)
+
+
 # --- the conversation with the confined child --------------------------------------------------
 class _Session:
     """Drives one probe session (see `trainergym.probe.child`): reads the job's tasks, verifies and
     checks them here, then sends the reward bank and the tool calls, and keeps the answers."""
 
-    def __init__(self, task: TaskSpec, job: JobConfig, package_dir: Path):
-        self.task, self.job, self.package_dir = task, job, package_dir
+    def __init__(self, task: TaskSpec, job: JobConfig, package_dir: Path, rl_toml: str = ""):
+        self.task, self.job, self.package_dir, self.rl_toml = task, job, package_dir, rl_toml
         self.fam = get_family(task.family)
         self.rng = random.Random(secrets.token_bytes(16))  # per probe: nothing to learn across probes
         self.first: dict = {}
@@ -201,12 +214,14 @@ class _Session:
         self.scored: Scored | None = None
         self.tool_items: list[adversary.Item] = []
         self.tool_answers: ToolAnswers | None = None
-        self.step = 0
+        self.config: ConfigAnswer | None = None
+        self.asked = "load"
 
     def follow(self, answer: dict) -> dict | None:
-        self.step += 1
+        """The next request, given the child's answer to the last one (None: the session ends)."""
+        asked, request = self.asked, None
         try:
-            if self.step == 1:
+            if asked == "load":
                 self.first = answer
                 if answer.get("stage") != "loaded":
                     return None
@@ -214,19 +229,23 @@ class _Session:
                 self._read()
                 request = self._score_request()
                 self._rest.start()  # solves the rest while the child scores
-                return request
-            if self.step == 2:
+            elif asked == "score":
                 self.scored = Scored.model_validate(answer)
                 if len(self.scored.rewards) != len(self.cases) or len(self.scored.errors) != len(self.cases):
                     raise ValueError(f"{len(self.scored.rewards)} rewards for {len(self.cases)} rollouts")
-                return self._tools_request()
-            if self.step == 3:
+                request = self._tools_request() or self._config_request()
+            elif asked == "tools":
                 self.tool_answers = ToolAnswers.model_validate(answer)
                 if [len(r) for r in self.tool_answers.results] != [len(i.calls) for i in self.tool_items]:
                     raise ValueError("tool answers do not match the calls")
+                request = self._config_request()
+            elif asked == "config":
+                self.config = ConfigAnswer.model_validate(answer)
         except (ValidationError, ValueError) as e:
             self.malformed = str(e).splitlines()[0][:300]
-        return None
+            return None
+        self.asked = request["op"] if request else "done"
+        return request
 
     def _read(self) -> None:
         """Verify a sample drawn across the whole taskset with the family's code; the rest is
@@ -335,23 +354,28 @@ class _Session:
             {"base": i.base, "data": i.data, "calls": [{"tool": c["tool"], "arguments": c["arguments"]} for c in i.calls]}
             for i in self.tool_items]}
 
+    def _config_request(self) -> dict | None:
+        return {"op": "config", "rl_toml": self.rl_toml} if self.rl_toml else None
+
 
 @contextlib.contextmanager
 def warm_worker() -> Iterator[WarmWorker]:
-    """Borrow a warm worker for one probe (a new one while the pool is not full)."""
+    """Borrow a warm worker for one probe (a new one while the pool is not full), on the stack
+    agent code runs in."""
     global _started
+    runtime = stack_env.ensure()
     try:
         worker = _idle.get_nowait()
-        if worker.sandbox.requested != requested_mode():  # TRAINERGYM_SANDBOX changed: a worker of the new mode
+        if (worker.sandbox.requested, worker.sandbox.runtime) != (requested_mode(), runtime):  # changed: a new worker
             worker.close()
-            worker = WarmWorker(Sandbox())
+            worker = WarmWorker(Sandbox(runtime=runtime))
             atexit.register(worker.close)
     except queue.Empty:
         with _pool_lock:
             grow = _started < POOL_SIZE
             _started += grow
         if grow:
-            worker = WarmWorker(Sandbox())
+            worker = WarmWorker(Sandbox(runtime=runtime))
             atexit.register(worker.close)
         else:
             worker = _idle.get()
@@ -371,7 +395,7 @@ def _converse(session: _Session, package_dir: Path, module: str, timeout: float,
                 sandbox = worker.sandbox
                 end = worker.run(package_dir, request, session.follow)
         else:
-            sandbox = Sandbox(Limits(wall_seconds=timeout))
+            sandbox = Sandbox(Limits(wall_seconds=timeout), runtime=stack_env.ensure())
             _, end = run_once(sandbox, package_dir, request, session.follow)
     except (WorkerError, RuntimeError, ValueError) as e:
         end, sandbox = {"stage": "crash", "error": str(e)}, None
@@ -431,10 +455,10 @@ def _shape(report: ProbeReport, s: _Session, end: dict) -> bool:
                    "taskset/__init__.py must import cleanly and set __all__ to exactly one vf.Taskset subclass; "
                    "of the family's modules, only its eval toolset is available")
         return False
-    version = first.get("verifiers_version")
-    if version != stack.VERIFIERS_VERSION:
-        report.add("shape", "fail", f"the sandbox ran verifiers {version}; jobs target verifiers {stack.VERIFIERS_VERSION}",
-                   "this is an installation problem: reinstall trainergym")
+    version, runtime = first.get("verifiers_version"), stack_env.ensure()
+    if version != runtime.verifiers:
+        report.add("shape", "fail", f"the sandbox ran verifiers {version} where {runtime.describe()} was expected",
+                   "this is an installation problem: rebuild the stack (`trainergym stack --build`) or reinstall trainergym")
         return False
     if first.get("stage") == "load":
         report.add("data", "fail", "building the tasks failed:\n" + first.get("error", ""), "load() must return tasks without raising")
@@ -467,8 +491,9 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
              distinct_verified_prompts=distinct_verified)
     need = max(MIN_TASKS, p.batch_size // p.group_size)
     longest = max(len(t.prompt) + len(t.system_prompt) for t in tasks)
-    prompt_tokens = -(-longest // CHARS_PER_TOKEN)
-    context = prompt_tokens + p.max_turns * p.max_tokens
+    parts = rollout_parts(s, job)
+    context = sum(part.tokens for part in parts)
+    m["rollout_tokens"] = context
     cap = task.bounds.max_items
     if loaded.more and not loaded.declared_infinite:
         report.add("data", "fail", f"load() yields more than {cap} tasks (or never ends); every task is read, up to "
@@ -488,13 +513,13 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
         report.add("data", "fail", f"an answer is {max(len(t.answer) for t in tasks)} characters long; the limit is "
                    f"{MAX_ANSWER_CHARS}", "answers are checked exactly: keep them short")
     elif context > p.seq_len:
-        report.add("data", "fail", f"the longest prompt (~{prompt_tokens} tokens) plus max_turns x max_tokens "
-                   f"({p.max_turns} x {p.max_tokens}) is ~{context} tokens, more than seq_len {p.seq_len}",
-                   "raise seq_len, or lower max_turns or max_tokens, or shorten the prompts")
+        parts.sort(key=lambda part: -part.tokens)
+        report.add("data", "fail", f"the longest rollout is ~{context} tokens, more than seq_len {p.seq_len}: "
+                   + ", ".join(part.what for part in parts), f"raise seq_len, or {parts[0].remedy}")
     else:
         report.add("data", "pass", f"{n}{' (sampled from an endless taskset)' if loaded.declared_infinite else ''} tasks "
-                   f"with prompts and answers; the longest rollout fits seq_len (~{context} of {p.seq_len} tokens before "
-                   "tool results)")
+                   f"with prompts and answers; the longest rollout fits seq_len (~{context} of {p.seq_len} tokens: "
+                   + ", ".join(part.what for part in parts) + ")")
 
     fam = s.fam
     status = "pass" if share >= VERIFIED_WARN else "warn" if share >= VERIFIED_PASS else "fail"
@@ -523,6 +548,42 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
     report.add("coverage", "warn" if notes else "pass",
                f"skills covered by verified tasks: {', '.join(covered) or 'none'}" + (f"; {'; '.join(notes)}" if notes else ""),
                "varied tasks that exercise every skill of the family teach more; the dev examples are examples, not data")
+
+
+class RolloutPart(NamedTuple):
+    """One part of the longest rollout's tokens: how many, what it is (for the agent) and how to
+    make it smaller."""
+
+    tokens: int
+    what: str
+    remedy: str
+
+
+def rollout_parts(s: _Session, job: JobConfig) -> list[RolloutPart]:
+    """The longest rollout the job allows, estimated in tokens at CHARS_PER_TOKEN, by part: the
+    prompt as the model reads it (the longest prompt and system prompt, and the eval tools'
+    schemas the chat template adds), every turn at max_tokens, and the tool results. A rollout
+    reads results after every turn but its last: at one call a turn, max_turns - 1 calls, or the
+    most calls the family's solver made on one of the job's tasks if more (a model that makes them
+    all then makes some at once). Each is counted as long as the longest result the eval tools gave
+    the solver on the job's tasks, in its chat template: those are the tools and worlds training uses."""
+    p, loaded = job.prime_rl, s.loaded
+    prompt = max(-(-(len(t.prompt) + len(t.system_prompt)) // CHARS_PER_TOKEN) for t in loaded.tasks)
+    schemas = -(-len(json.dumps(s.task.eval_tools)) // CHARS_PER_TOKEN)
+    trajectories = [solved for solved in s.solved if solved is not None]
+    results = [len(str(call["result"])) for solved in trajectories for call in solved["calls"]]
+    calls = max([p.max_turns - 1, *(len(solved["calls"]) for solved in trajectories)])
+    per_call = -(-max(results) // CHARS_PER_TOKEN) + TOOL_MESSAGE_TOKENS if results else 0
+    tools = (f"tool results ~{calls * per_call} ({calls} calls x ~{per_call}: the longest result the eval tools gave "
+             f"on your tasks, {max(results)} characters, in its chat template)" if results else
+             "tool results not counted (the family's solver made no call on your tasks)")
+    return [
+        RolloutPart(prompt + schemas, f"the prompt ~{prompt + schemas} (the longest prompt and system prompt ~{prompt}, "
+                    f"the eval tools' schemas ~{schemas})", "shorten the prompts"),
+        RolloutPart(p.max_turns * p.max_tokens, f"max_turns x max_tokens {p.max_turns} x {p.max_tokens} = "
+                    f"{p.max_turns * p.max_tokens}", "lower max_turns or max_tokens"),
+        RolloutPart(calls * per_call, tools, "lower max_turns, or give your tasks worlds whose tools answer shorter"),
+    ]
 
 
 def skill_coverage(task: TaskSpec, task_skills: list[set[str]]) -> tuple[float, list[str], list[str]]:
@@ -697,40 +758,29 @@ def _config(report: ProbeReport, job: JobConfig, task: TaskSpec, bundle: JobBund
         ("orchestrator.group_size >= 2", rl["orchestrator"].get("group_size", 0) >= 2),
         ("harness null", rl["orchestrator"]["train"]["source"][0]["env"]["agent"]["harness"]["id"] == "null"),
         ("runtime subprocess", rl["orchestrator"]["train"]["source"][0]["env"]["agent"]["runtime"]["type"] == "subprocess"),
+        ("agent.max_total_tokens below seq_len",
+         0 < rl["orchestrator"]["train"]["source"][0]["env"]["agent"].get("max_total_tokens", 0) < rl["seq_len"]),
     ) if not ok]
     if missing:
         report.add("config.rl_toml", "fail", f"the rendered rl.toml lacks {missing}", "this is a trainergym bug: please report it")
     else:
         report.add("config.rl_toml", "pass", "the rendered rl.toml is complete")
-    _prime_rl_schema(report, bundle)
 
 
-# Validates a rendered rl.toml with prime-rl's own config classes (Python 3.12).
-_SCHEMA_CHECK = """import sys
-from pydantic_config import cli
-from prime_rl.configs.rl import RLConfig
-cli(RLConfig, args=["@", sys.argv[1], "--dry-run"])
-"""
-
-
-def _prime_rl_schema(report: ProbeReport, bundle: JobBundle) -> None:
-    """Optional: `TRAINERGYM_PRIME_RL_PYTHON` names a Python 3.12 with prime-rl's config
-    package and the job's taskset installed."""
-    python = os.environ.get("TRAINERGYM_PRIME_RL_PYTHON")
-    if not python:
-        report.add("config.prime_rl", "skip", "prime-rl's config schema was not checked (set TRAINERGYM_PRIME_RL_PYTHON "
-                   "to a Python 3.12 with prime-rl's config package to enable it)")
-        return
-    try:
-        out = subprocess.run([python, "-c", _SCHEMA_CHECK, str(bundle.rl_toml)], capture_output=True, text=True, timeout=120)
-        ok, detail = out.returncode == 0, (out.stderr or out.stdout)[-1500:]
-    except (OSError, subprocess.TimeoutExpired) as e:
-        ok, detail = False, f"{type(e).__name__}: {e}"
-    if ok:
-        report.add("config.prime_rl", "pass", "rl.toml validates against prime-rl's config schema")
-    else:
-        report.add("config.prime_rl", "fail", f"prime-rl's config schema rejects the rendered rl.toml:\n{detail}",
+def _prime_rl_schema(report: ProbeReport, s: _Session | None) -> None:
+    """prime-rl's own config classes on the rendered rl.toml, asked in the child (they import
+    the job's taskset by its id): in prime-rl's stack only."""
+    runtime = stack_env.ensure()
+    answer = s.config if s is not None else None
+    if answer is None or not answer.checked:
+        why = (f"agent code ran under {runtime.describe()}" if not runtime.pinned else
+               "the job did not load far enough to ask" if answer is None else "its config classes are not installed")
+        report.add("config.prime_rl", "skip", f"prime-rl's config classes were not asked: {why}")
+    elif answer.error:
+        report.add("config.prime_rl", "fail", f"prime-rl's config classes refuse the rendered rl.toml:\n{answer.error}",
                    "check the [prime_rl] values named above")
+    else:
+        report.add("config.prime_rl", "pass", f"prime-rl's config classes at {runtime.describe()} accept the rendered rl.toml")
 
 
 def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float = 90.0,
@@ -761,9 +811,12 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
 
     bundle = build_bundle(workspace_root, bundle_dir, job, task)
     package, module = bundle.root / "package", bundle.manifest.taskset_id
+    runtime, session = stack_env.ensure(), None
+    report.add("stack", "pass" if runtime.pinned else "warn", f"agent code runs under {runtime.describe()}",
+               "" if runtime.pinned else "the job is checked on the library's verifiers; the trainer runs prime-rl's")
     if _static_imports(report, package, module, task):
         leakage.prepare(task.family)
-        session = _Session(task, job, package / module)
+        session = _Session(task, job, package / module, bundle.rl_toml.read_text())
         end, report.confinement = _converse(session, package, module, timeout, warm)
         session.finish()
         if not code_masks_hold(report.confinement):
@@ -774,6 +827,7 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
             _rewards(report, session)
             _leakage(report, session)
     _config(report, job, task, bundle)
+    _prime_rl_schema(report, session)
     report.seconds = round(time.monotonic() - started, 2)
     bundle.manifest.probe = report.measurements
     write_manifest(bundle)
