@@ -151,3 +151,11 @@ def test_progress_is_read_only_from_regular_files(tmp_path):
     for text in ("[1]", '{"step": "3"}', "", '{"step": true}'):
         metrics.write_text(text)
         assert _last_step(metrics) is None
+
+
+def test_our_own_phases_keep_temporary_files_off_the_shared_tmp(fakes, tmp_path):
+    """A trainer of any uid may write /tmp; setup and the scorer, run as the runner, never read it."""
+    result = fakes(setup=("sh", "-c", 'echo "$TMPDIR" > {root}/setup-tmp')).run()
+    private = tmp_path / "host" / "tmp"
+    assert result.status == "succeeded" and (tmp_path / "job" / "setup-tmp").read_text().strip() == str(private)
+    assert private.stat().st_mode & 0o777 == 0o700

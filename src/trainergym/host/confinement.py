@@ -15,9 +15,10 @@ the job's `outputs/` and a `home/` of its own. Mechanisms (`TRAINERGYM_TRAINER_C
   escapes a process-group kill, not this. It needs only CAP_SETUID, which a container's root has;
   a pod cannot create namespaces.
 - `bwrap`, not root: bubblewrap, the whole filesystem read-only but `outputs/` and `home/`, the
-  data directory (the hidden-eval secret) behind an empty tmpfs, no capabilities, a PID namespace
-  of its own (every process in it dies with it). The trainer keeps the runner's uid, so outside
-  the data directory it can read what the runner can.
+  data directory (the hidden-eval secret) behind an empty tmpfs, a private /tmp (nothing planted
+  there for the host's own processes), no capabilities, a PID namespace of its own (every process
+  in it dies with it). The trainer keeps the runner's uid, so outside the data directory it can
+  read what the runner can.
 - `none`: unconfined, for fake trainers and hosts nobody else uses; it needs
   `TRAINERGYM_ALLOW_UNCONFINED=1` when chosen by the environment.
 
@@ -216,16 +217,17 @@ class Confinement:
                     raise ConfinementError(f"{path} is writable by the trainer's uid")
 
     def command(self, argv: list[str], writable: list[Path], shown: list[Path], hidden: list[Path]) -> list[str]:
-        """`argv` confined. Under bwrap, `hidden` directories are emptied (then the `shown` paths
-        beneath one put back, read-only) and only `writable` may be written."""
+        """`argv` confined. Under bwrap, `hidden` directories and /tmp are emptied (then the
+        `shown` paths beneath one put back, read-only) and only `writable` may be written."""
         if self.kind == "setpriv":
             return [*_drop(self.uid), *argv]
         if self.kind == "bwrap":
             cmd = _bwrap_base()
-            masked = [h for h in hidden if h.is_dir()]
+            tmp = Path("/tmp")
+            masked = [tmp, *(h for h in hidden if h.is_dir() and not h.is_relative_to(tmp))]
             for path in masked:
                 cmd += ["--tmpfs", str(path)]
-            for path in shown:
+            for path in sorted(shown, key=lambda p: len(p.parts)):  # a directory before what lies in it
                 if path.exists() and any(path.is_relative_to(m) for m in masked):
                     cmd += ["--ro-bind", str(path), str(path)]
             for path in writable:

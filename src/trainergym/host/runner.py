@@ -145,6 +145,9 @@ class Runner:
         self.install = install
         self.host = Path(host) if host else self.root / "host"
         self.stack_dir, self.pre_cache, self.hub = self.host / "prime-rl", self.host / "pre-cache", self.host / "hf-hub"
+        # Our own phases' temporary files: never the shared /tmp, where a trainer (any uid) may
+        # have planted what root's tools would pick up (torch's compile cache, say).
+        self.tmp = self.host / "tmp"
         # One scorer install per install spec: hosts that serve several families' specs keep each.
         self.scorer_dir = self.host / f"scorer-{hashlib.sha256(install.encode()).hexdigest()[:12]}"
         self.rl_toml = self.root / "rl.toml"  # the bundle's, with this host's [deployment]
@@ -223,6 +226,10 @@ class Runner:
                 raise PhaseFailed(FailureReason.OUT_OF_MEMORY, log_tail=tail)
             raise PhaseFailed(_FAILS[phase][0], f"exit status {proc.returncode}", tail)
 
+    def _env(self, **extra: str) -> dict[str, str]:
+        """The environment of our own phases (setup, scoring): ours, temporary files in `host/tmp`."""
+        return {**os.environ, "TMPDIR": str(self.tmp), **extra}
+
     def _track_progress(self) -> None:
         """Training progress from prime-rl's file monitor (`metrics.jsonl`), when there is one.
         The trainer owns these files: links and anything but a regular file are skipped, and
@@ -254,6 +261,7 @@ class Runner:
         if self.confinement.kind == "unavailable":
             raise PhaseFailed(FailureReason.RUNNER_ERROR, self.confinement.describe())
         self.host.mkdir(parents=True, exist_ok=True)
+        self.tmp.mkdir(mode=0o700, exist_ok=True)
         self._log(f"== {self.gpu_count} GPUs: {self.deployment}; trainer: {self.confinement.describe()}")
 
     def _train(self) -> None:
@@ -270,7 +278,7 @@ class Runner:
         env = conf.env(self.home)
         env.update(PATH=f"{self.stack_dir / '.venv' / 'bin'}:{env.get('PATH', os.defpath)}", HF_HUB_CACHE=str(self.hub),
                    HF_HUB_OFFLINE="1")
-        command = conf.command(argv, writable=[self.outputs, self.home], shown=[*named, self.rl_toml, self.host],
+        command = conf.command(argv, writable=[self.outputs, self.home], shown=[*named, self.root, self.host],
                                hidden=[data_dir()])
         try:
             self._run("train", command, self.timeouts.train, env=env, cwd=self.home)
@@ -284,7 +292,7 @@ class Runner:
         score_file = eval_dir / f"{phase}.json"
         argv = self._fill(self.commands.score, weights=weights, eval_file=eval_dir / "items.jsonl", score_file=score_file)
         try:
-            self._run(phase, argv, self.timeouts.score, env={**os.environ, "HF_HUB_CACHE": str(self.hub)})
+            self._run(phase, argv, self.timeouts.score, env=self._env(HF_HUB_CACHE=str(self.hub)))
         except PhaseFailed as e:
             refused = _refusal(score_file)
             if refused is not None:  # the scorer's packages are not what was installed
@@ -310,7 +318,7 @@ class Runner:
         outcome: dict = {}
         try:
             self._preflight()
-            self._run("setup", self._fill(self.commands.setup), self.timeouts.setup)
+            self._run("setup", self._fill(self.commands.setup), self.timeouts.setup, env=self._env())
             t = time.monotonic()
             self._train()
             train_seconds = time.monotonic() - t
