@@ -114,7 +114,7 @@ if os.fork() == 0:  # a process that outlives training, to read the hidden eval 
     if os.fork():
         os._exit(0)
     seen, ticks = set(), 0
-    while True:
+    while ticks < 1200:  # a minute at most: a test whose confinement failed leaves nothing running for long
         ticks += 1
         seen |= {str(p) for p in root.glob("eval-*/items.jsonl")}
         try:
@@ -123,6 +123,7 @@ if os.fork() == 0:  # a process that outlives training, to read the hidden eval 
         except OSError:
             pass
         time.sleep(0.05)
+    os._exit(0)
 while not (outputs / "daemon.json").exists():
     time.sleep(0.05)
 (outputs / "attacks.json").write_text(json.dumps(attempts, indent=1))
