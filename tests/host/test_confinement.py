@@ -103,7 +103,8 @@ def test_a_confined_trainer_cannot_touch_what_scores_it(host, clean, mode):
     secret.write_text("the hidden seed")
     attack = host["top"] / "attack.py"
     attack.write_text(ATTACK_TRAIN.replace("{secret}", str(secret)))
-    runner = make_runner(host, f"attacked-{mode}", [python, str(attack), "{run_dir}", "{scorer}", "{host}"], confinement)
+    train = [python, str(attack), "{run_dir}", "{scorer}", "{host}"]
+    runner = make_runner(host, f"attacked-{mode}", train, confinement)
     site = next(runner.scorer_dir.glob("lib/python*/site-packages"))
     guarded = [runner.scorer_dir / "trainergym-packages.json", site / "trainergym_calc_chain" / "family.py",
                site / "trainergym_kit" / "answers.py", runner.pre_cache / f"calc_chain--{BASE.replace('/', '--')}.json"]
@@ -148,8 +149,8 @@ def test_the_trainer_gets_no_secret_from_our_environment(tmp_path):
     ours = {"PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "0,1", "NCCL_DEBUG": "WARN", "TRAINERGYM_POD_TOKEN": "tok",
             "OPENAI_API_KEY": "sk-x", "HF_TOKEN": "hf_x", "RUNPOD_API_KEY": "rp", "HOME": "/root"}
     env = Confinement.unconfined().env(tmp_path / "home", ours)
-    assert {k: env[k] for k in ("PATH", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG")} == {k: ours[k] for k in
-                                                                                    ("PATH", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG")}
+    kept = ("PATH", "CUDA_VISIBLE_DEVICES", "NCCL_DEBUG")
+    assert {k: env[k] for k in kept} == {k: ours[k] for k in kept}
     assert not {"TRAINERGYM_POD_TOKEN", "OPENAI_API_KEY", "HF_TOKEN", "RUNPOD_API_KEY"} & set(env)
     assert env["HOME"] == str(tmp_path / "home") and env["TMPDIR"] == str(tmp_path / "home" / "tmp")
 

@@ -38,8 +38,8 @@ def fakes(tmp_path):
                 fetches.append(time.time())
             return ITEMS
 
-        return Runner(bundle, tmp_path / "job", fetch, "calc_chain", "Qwen/Qwen3-1.7B", gpu="NVIDIA A40", gpu_count=gpus,
-                      usd_per_hour=0.44, commands=commands, timeouts=timeouts, host=tmp_path / "host",
+        return Runner(bundle, tmp_path / "job", fetch, "calc_chain", "Qwen/Qwen3-1.7B", gpu="NVIDIA A40",
+                      gpu_count=gpus, usd_per_hour=0.44, commands=commands, timeouts=timeouts, host=tmp_path / "host",
                       heartbeat_seconds=0.1, confinement=confinement)
     return make
 
@@ -106,7 +106,8 @@ def _dead(pid: int, wait: float = 3.0) -> bool:
 @pytest.mark.parametrize("gpus, bundle_toml, split", [
     (2, "max_steps = 3\n", {"num_train_gpus": 1, "num_infer_gpus": 1}),
     (3, "max_steps = 3\n", {"num_train_gpus": 2, "num_infer_gpus": 1}),
-    (4, "max_steps = 3\n[deployment]\nnum_train_gpus = 7\nnum_infer_gpus = 1\n", {"num_train_gpus": 2, "num_infer_gpus": 2}),
+    (4, "max_steps = 3\n[deployment]\nnum_train_gpus = 7\nnum_infer_gpus = 1\n",
+     {"num_train_gpus": 2, "num_infer_gpus": 2}),
 ])
 def test_the_runner_trains_on_its_own_gpu_split(fakes, tmp_path, gpus, bundle_toml, split):
     (tmp_path / "bundle" / "rl.toml").write_text(bundle_toml)

@@ -137,14 +137,15 @@ def test_only_weights_leave_a_broadcast(tmp_path):
     link out of it, stay behind; a hub id passes as it is."""
     broadcast, dest = tmp_path / "step_3", tmp_path / "served"
     broadcast.mkdir()
-    for name in ("model-00001-of-00002.safetensors", "model.safetensors.index.json", "config.json", "adapter_config.json",
-                 "tokenizer_config.json", "chat_template.jinja", "tokenizer.json", "generation_config.json"):
+    for name in ("model-00001-of-00002.safetensors", "model.safetensors.index.json", "config.json",
+                 "adapter_config.json", "tokenizer_config.json", "chat_template.jinja", "tokenizer.json",
+                 "generation_config.json"):
         (broadcast / name).write_text(name)
     (tmp_path / "secret").write_text("the hidden seed")
     (broadcast / "model-00002-of-00002.safetensors").symlink_to(tmp_path / "secret")
     assert scorer.trusted_weights(str(broadcast), dest) == str(dest)
-    assert sorted(p.name for p in dest.iterdir()) == ["adapter_config.json", "config.json",
-                                                      "model-00001-of-00002.safetensors", "model.safetensors.index.json"]
+    assert sorted(p.name for p in dest.iterdir()) == [
+        "adapter_config.json", "config.json", "model-00001-of-00002.safetensors", "model.safetensors.index.json"]
     assert (dest / "config.json").read_text() == "config.json"
     assert scorer.trusted_weights("Qwen/Qwen3-1.7B", dest) == "Qwen/Qwen3-1.7B"
 

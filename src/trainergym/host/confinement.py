@@ -265,6 +265,7 @@ class Confinement:
                 fields = dict(line.split(":", 1) for line in (entry / "status").read_text().splitlines() if ":" in line)
             except OSError:
                 continue
-            if int(fields.get("Uid", "-1").split()[0]) == self.uid and not fields.get("State", "").strip().startswith("Z"):
+            zombie = fields.get("State", "").strip().startswith("Z")
+            if int(fields.get("Uid", "-1").split()[0]) == self.uid and not zombie:
                 found.append(int(entry.name))
         return found

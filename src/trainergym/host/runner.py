@@ -57,8 +57,8 @@ fi
 cd {{prime_rl}} && git fetch --quiet origin && git checkout --quiet {PRIME_RL_COMMIT}
 # Every submodule: the workspace lists deps/prime-envs/environments/*/*, so leaving one out makes
 # uv re-lock. Over HTTPS: .gitmodules names SSH URLs and a pod has no key.
-git -c url."https://github.com/".insteadOf=git@github.com: -c url."https://github.com/".insteadOf=ssh://git@github.com/ \\
-  submodule update --init --recursive --quiet
+git -c url."https://github.com/".insteadOf=git@github.com: \\
+  -c url."https://github.com/".insteadOf=ssh://git@github.com/ submodule update --init --recursive --quiet
 uv sync --locked --inexact --all-extras --quiet  # --inexact: keep what other jobs installed beside it
 # The scorer's own install, built once per install spec; its family packages hashed as installed.
 if [ ! -f {{scorer}}/installed ]; then
@@ -90,10 +90,10 @@ class Commands:
     # writing {"score", "n"} to `{score_file}` (trainergym.host.scorer), from the scorer's own
     # install: isolated (-I: no working directory, user site or PYTHON* variables on its path),
     # its bytecode under that install (a package's own __pycache__ is never read).
-    score: list[str] = field(default_factory=lambda: ["{scorer}/bin/python", "-I", "-X", "pycache_prefix={scorer}/pycache",
-                                                       "-m", "trainergym.host.scorer", "--family", "{family}", "--weights",
-                                                       "{weights}", "--base-model", "{model}", "--items", "{eval_file}",
-                                                       "--out", "{score_file}", "--vllm", "{prime_rl}/.venv/bin/vllm"])
+    score: list[str] = field(default_factory=lambda: [
+        "{scorer}/bin/python", "-I", "-X", "pycache_prefix={scorer}/pycache", "-m", "trainergym.host.scorer",
+        "--family", "{family}", "--weights", "{weights}", "--base-model", "{model}", "--items", "{eval_file}",
+        "--out", "{score_file}", "--vllm", "{prime_rl}/.venv/bin/vllm"])
 
 
 @dataclass
@@ -167,7 +167,8 @@ class Runner:
     def _fill(self, argv: list[str], **extra: str) -> list[str]:
         values = {"root": self.root, "host": self.host, "prime_rl": self.stack_dir, "scorer": self.scorer_dir,
                   "hub": self.hub, "rl_toml": self.rl_toml, "package": self.bundle / "package", "family": self.family,
-                  "model": self.base_model, "run_dir": self.outputs, "home": self.home, "install": self.install, **extra}
+                  "model": self.base_model, "run_dir": self.outputs, "home": self.home, "install": self.install,
+                  **extra}
         return [a.format(**{k: str(v) for k, v in values.items()}) for a in argv]
 
     def _status(self, **extra) -> None:

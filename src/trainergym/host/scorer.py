@@ -264,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
 
     def run(base_url: str, model: str) -> dict:
-        return asyncio.run(score(args.family, args.items, base_url, model, args.concurrency, args.max_turns, args.max_tokens,
-                                 verified=verified))
+        return asyncio.run(score(args.family, args.items, base_url, model, args.concurrency, args.max_turns,
+                                 args.max_tokens, verified=verified))
 
     try:
         verified = scorer_install.verify(args.record)  # before anything imports a family
