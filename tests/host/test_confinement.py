@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 import time
@@ -175,3 +176,67 @@ def test_setpriv_refuses_what_its_uid_cannot_reach(tmp_path):
             confinement.prepare([top / "outputs", top / "home"], run=[], protected=[open_to_all])
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+_INSIDE = r"""
+import json, os, socket, sys
+out = {"uid": os.getuid(), "devices": sorted(os.listdir("/dev"))}
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=2).close()
+    out["host_loopback"] = "connected"
+except OSError as e:
+    out["host_loopback"] = type(e).__name__
+for scratch in ("/tmp", "/var/tmp", "/dev/shm"):
+    try:
+        with open(os.path.join(scratch, "left-for-the-next-job"), "w") as f:
+            f.write("x")
+        os.makedirs(os.path.join(scratch, "left-dir", "inner"), exist_ok=True)
+    except OSError:
+        pass
+open(os.path.join(sys.argv[1], "inside.json"), "w").write(json.dumps(out))
+"""
+
+
+def _confined_run(confinement, tmp_root: Path, port: int) -> dict:
+    python = _system_python()
+    if python is None:
+        pytest.skip("no interpreter here that every uid may run")
+    top = Path(tempfile.mkdtemp(prefix="tg-inside-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        (top / "inside.py").write_text(_INSIDE)
+        out, home = top / "outputs", top / "home"
+        confinement.prepare([out, home], run=[Path(python)], protected=[])
+        argv = confinement.command([python, str(top / "inside.py"), str(out), str(port)], writable=[out, home],
+                                   shown=[top], hidden=[])
+        done = subprocess.run(argv, capture_output=True, text=True, env=confinement.env(home), timeout=60)
+        assert done.returncode == 0, done.stderr[-1500:]
+        confinement.reap()
+        return json.loads((out / "inside.json").read_text())
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_bubblewrap_gives_the_trainer_no_network_no_disks_and_not_root(host):
+    confinement = Confinement.choose("bwrap")
+    if confinement.kind != "bwrap":
+        pytest.skip(f"bwrap cannot confine a trainer here: {confinement.why_not}")
+    inside = _confined_run(confinement, host["top"], int(host["url"].rsplit(":", 1)[1].split("/")[0]))
+    assert inside["host_loopback"] != "connected"  # its own network namespace: only its own loopback
+    assert not [d for d in inside["devices"] if d.startswith(("loop", "sd", "nvme", "vd", "xvd", "mem", "kmem", "port"))]
+    assert inside["uid"] != 0 and (os.geteuid() != 0 or inside["uid"] == confinement.uid)
+
+
+def test_what_a_trainer_uid_leaves_in_the_shared_scratch_is_deleted(host):
+    confinement = Confinement.choose("setpriv")
+    if confinement.kind != "setpriv":
+        pytest.skip(f"setpriv cannot confine a trainer here: {confinement.why_not}")
+    theirs = Path("/tmp") / f"not-the-trainers-{os.getpid()}"
+    theirs.write_text("stays")
+    try:
+        _confined_run(confinement, host["top"], 9)
+        left = [p for scratch in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(scratch).iterdir()
+                if p.lstat().st_uid == confinement.uid]
+        assert left == [] and theirs.read_text() == "stays"
+    finally:
+        theirs.unlink()

@@ -12,23 +12,27 @@ the job's `outputs/` and a `home/` of its own. Mechanisms (`TRAINERGYM_TRAINER_C
   and `home/`; everything else it meets belongs to root and is not writable by others (setup runs
   under umask 022; `prepare` checks the paths that matter, and that the uid can reach what it
   runs). After the phase every process of that uid is killed, wherever it moved: a new session
-  escapes a process-group kill, not this. It needs only CAP_SETUID, which a container's root has;
-  a pod cannot create namespaces.
-- `bwrap`, not root: bubblewrap, the whole filesystem read-only but `outputs/` and `home/`, the
-  data directory (the hidden-eval secret) behind an empty tmpfs, a private /tmp (nothing planted
-  there for the host's own processes), no capabilities, a PID namespace of its own (every process
-  in it dies with it). The trainer keeps the runner's uid, so outside the data directory it can
-  read what the runner can.
+  escapes a process-group kill, not this; and what it left in the shared scratch directories
+  (/tmp, /var/tmp, /dev/shm) is deleted. It needs only CAP_SETUID, which a container's root has;
+  a pod cannot create namespaces, so its network stays open.
+- `bwrap`: bubblewrap, the whole filesystem read-only but `outputs/` and `home/`, the data
+  directory (the hidden-eval secret) behind an empty tmpfs, a private /tmp, a /dev of its own
+  holding only the harmless devices and the GPUs (no disks), no network but its own loopback
+  (prime-rl's processes all run inside), a PID namespace of its own (every process in it dies
+  with it), no capabilities. As root it also drops to a uid of its own inside, as setpriv does:
+  root without capabilities still owns every root file. Not root, the trainer keeps the
+  runner's uid, so outside the data directory it can read what the runner can.
 - `none`: unconfined, for fake trainers and hosts nobody else uses; it needs
   `TRAINERGYM_ALLOW_UNCONFINED=1` when chosen by the environment.
 
-`auto` (the default) takes setpriv as root, else bwrap. With neither, jobs fail before setup.
-Neither restricts the network: prime-rl's processes talk over loopback, and its harness may fetch.
+`auto` (the default) takes bwrap where bubblewrap can make namespaces (as root: with a uid of its
+own inside), else setpriv as root. With neither, jobs fail before setup.
 """
 
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import random
 import re
@@ -80,11 +84,17 @@ def _drop(uid: int) -> list[str]:
             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
 
 
+SCRATCH = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))  # where any uid may leave files behind
+_GPU_DEVICES = ("/dev/nvidia*", "/dev/dri")
+
+
 def _bwrap_base() -> list[str]:
     # As root, bubblewrap keeps every capability unless told (one could remount / read-write).
     caps = ["--cap-drop", "ALL"] if os.geteuid() == 0 else []
+    gpus = [arg for pattern in _GPU_DEVICES for dev in sorted(glob.glob(pattern)) for arg in ("--dev-bind", dev, dev)]
     return [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-            *caps, "--ro-bind", "/", "/", "--dev-bind", "/dev", "/dev", "--proc", "/proc"]
+            "--unshare-net", *caps, "--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/dev/shm", *gpus,
+            "--proc", "/proc"]
 
 
 @functools.cache
@@ -134,7 +144,7 @@ def _interpreter(path: Path) -> Path | None:
 @dataclass
 class Confinement:
     """One train phase's confinement: `kind` is setpriv, bwrap, none, or unavailable (`why_not`
-    says why); `uid` is the trainer's own uid under setpriv."""
+    says why); `uid` is the trainer's own uid (setpriv; bwrap as root)."""
 
     kind: str
     why_not: str = ""
@@ -148,16 +158,16 @@ class Confinement:
         if mode not in MODES:
             return cls("unavailable", f"TRAINERGYM_TRAINER_CONFINEMENT={mode!r} is not one of {', '.join(MODES)}")
         reasons = []
+        if mode in ("auto", "bwrap"):
+            why = _bwrap_works()
+            if not why:  # as root, root's files are its own: a uid of its own inside too
+                return cls("bwrap", uid=None if _setpriv_works() else random.choice(TRAIN_UID_RANGE))
+            reasons.append(f"bwrap: {why}")
         if mode in ("auto", "setpriv"):
             why = _setpriv_works()
             if not why:
                 return cls("setpriv", uid=random.choice(TRAIN_UID_RANGE))
             reasons.append(f"setpriv: {why}")
-        if mode in ("auto", "bwrap"):
-            why = _bwrap_works()
-            if not why:
-                return cls("bwrap")
-            reasons.append(f"bwrap: {why}")
         if mode == "none":
             if environ.get("TRAINERGYM_ALLOW_UNCONFINED") == "1":
                 return cls("none")
@@ -177,7 +187,8 @@ class Confinement:
                        "the job's outputs and home; the installs, caches and the job's root are root's and not "
                        "writable by others; every process of the uid killed after training",
             "bwrap": "bubblewrap: the filesystem read-only but the job's outputs and home, the data directory hidden, "
-                     "no capabilities, its own PID namespace (every process killed with it); the runner's own uid",
+                     "no network, no disks, no capabilities, its own PID namespace (every process killed with it); " +
+                     (f"its own uid {self.uid}" if self.uid is not None else "the runner's own uid"),
             "none": "UNCONFINED: the trainer can write whatever the runner can, the scorer's install included",
             "unavailable": f"no confinement for the trainer: {self.why_not}",
         }[self.kind]
@@ -199,7 +210,7 @@ class Confinement:
         for path in writable:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         (writable[-1] / "tmp").mkdir(mode=0o700, exist_ok=True)
-        if self.kind != "setpriv":
+        if self.uid is None:
             return
         for path in [*writable, writable[-1] / "tmp"]:
             os.chown(path, self.uid, self.uid)
@@ -223,24 +234,39 @@ class Confinement:
             return [*_drop(self.uid), *argv]
         if self.kind == "bwrap":
             cmd = _bwrap_base()
+            if self.uid is not None:  # setpriv needs these two to drop to the uid, and drops them
+                cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
             tmp = Path("/tmp")
             masked = [tmp, *(h for h in hidden if h.is_dir() and not h.is_relative_to(tmp))]
             for path in masked:
                 cmd += ["--tmpfs", str(path)]
+            made: set[Path] = set()
+
+            def parents(path: Path) -> list[str]:  # bubblewrap would make them 0700: closed to the uid
+                root = next((m for m in masked if path.is_relative_to(m)), None)
+                out = []
+                for ancestor in reversed(path.parents):
+                    if root is not None and ancestor.is_relative_to(root) and ancestor != root and ancestor not in made:
+                        made.add(ancestor)
+                        out += ["--perms", "0755", "--dir", str(ancestor)]
+                return out
+
             for path in sorted(shown, key=lambda p: len(p.parts)):  # a directory before what lies in it
                 if path.exists() and any(path.is_relative_to(m) for m in masked):
-                    cmd += ["--ro-bind", str(path), str(path)]
+                    cmd += [*parents(path), "--ro-bind", str(path), str(path)]
+                    made.add(path)
             for path in writable:
-                cmd += ["--bind", str(path), str(path)]
-            return [*cmd, "--", *argv]
+                cmd += [*parents(path), "--bind", str(path), str(path)]
+            return [*cmd, "--", *(_drop(self.uid) if self.uid is not None else []), *argv]
         if self.kind == "none":
             return list(argv)
         raise ConfinementError(self.describe())
 
     def reap(self, wait: float = 10.0) -> None:
-        """Kill every process left of the trainer (setpriv: every process of its uid; bubblewrap's
-        die with its PID namespace). Raises ConfinementError if one outlives `wait` seconds."""
-        if self.kind != "setpriv":
+        """Kill every process left of the trainer (every process of its uid; bubblewrap's also die
+        with its PID namespace), then delete what its uid left in the shared scratch directories.
+        Raises ConfinementError if a process outlives `wait` seconds."""
+        if self.uid is None:
             return
         deadline = time.monotonic() + wait
         while True:
@@ -248,10 +274,30 @@ class Confinement:
             # does not let a fork race (procps' kill misreads -1; the shell's builtin does not).
             subprocess.run([*_drop(self.uid), "/bin/sh", "-c", "kill -KILL -1"], capture_output=True, timeout=30)
             if not self.alive():
+                self._sweep_scratch()
                 return
             if time.monotonic() > deadline:
                 raise ConfinementError(f"processes of the trainer's uid {self.uid} survived: {self.alive()}")
             time.sleep(0.1)
+
+    def _sweep_scratch(self) -> None:
+        """Delete the uid's files and directories in /tmp, /var/tmp and /dev/shm: nothing of one
+        job waits there for the next (never following a link it planted)."""
+        for scratch in SCRATCH:
+            try:
+                entries = list(os.scandir(scratch))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.stat(follow_symlinks=False).st_uid != self.uid:
+                        continue
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+                except OSError:
+                    pass
 
     def alive(self) -> list[int]:
         """The pids of live (not zombie) processes whose real uid is the trainer's."""
