@@ -33,7 +33,7 @@ from trainergym.task import hidden
 
 BASE = "Qwen/Qwen3-1.7B"
 ITEMS = [ex.model_dump() for ex in hidden.hidden_eval("calc_chain", 6)]
-REFUSED = {"EACCES", "EPERM", "EROFS"}
+REFUSED = {"EACCES", "EPERM", "EROFS", "ENOENT"}  # ENOENT: hidden from it (an empty tmpfs in its place)
 
 
 def _system_python() -> str | None:
@@ -61,7 +61,7 @@ def host():
     top = Path(tempfile.mkdtemp(prefix="tg-trust-", dir="/tmp"))
     top.chmod(0o755)
     (top / "bundle" / "package").mkdir(parents=True)
-    (top / "bundle" / "rl.toml").write_text("max_steps = 1\n")
+    (top / "bundle" / "rl.toml").write_text("max_steps = 3\n")  # the fake trainer publishes step 3
     (top / "train.py").write_text(FAKE_TRAIN)
     with FakeOpenAI(policy) as fake:
         yield {"top": top, "url": fake.url}
@@ -103,9 +103,9 @@ def test_a_confined_trainer_cannot_touch_what_scores_it(host, clean, mode):
     secret = data_dir() / "trust-canary"  # the data directory holds the hidden-eval secret
     secret.write_text("the hidden seed")
     attack = host["top"] / "attack.py"
-    attack.write_text(ATTACK_TRAIN.replace("{secret}", str(secret)))
-    train = [python, str(attack), "{run_dir}", "{scorer}", "{host}"]
+    train = [python, str(attack), "{run_dir}", "{host}"]
     runner = make_runner(host, f"attacked-{mode}", train, confinement)
+    attack.write_text(ATTACK_TRAIN.replace("{secret}", str(secret)).replace("{scorer}", str(runner.scorer_dir)))
     site = next(runner.scorer_dir.glob("lib/python*/site-packages"))
     guarded = [runner.scorer_dir / "trainergym-packages.json", site / "trainergym_calc_chain" / "family.py",
                site / "trainergym_kit" / "answers.py", runner.pre_cache / f"calc_chain--{BASE.replace('/', '--')}.json"]
@@ -114,10 +114,8 @@ def test_a_confined_trainer_cannot_touch_what_scores_it(host, clean, mode):
     result = runner.run()
 
     attempts = json.loads((runner.outputs / "attacks.json").read_text())
-    assert len(attempts) == 14, attempts
-    secret_read = attempts.pop("the hidden-eval secret")
+    assert len(attempts) == 16, attempts
     assert all(outcome in REFUSED for outcome in attempts.values()), attempts
-    assert secret_read in REFUSED | {"ENOENT"}  # bubblewrap hides the data directory behind an empty tmpfs
     assert {path: _digest(path) for path in guarded} == before
     planted = [site / "aaa_planted.pth", site / "sitecustomize.py", runner.scorer_dir / "bin" / "planted",
                runner.scorer_dir / "pycache" / "planted.pyc", runner.root / "items.jsonl", runner.root / "eval-planted",
@@ -125,6 +123,7 @@ def test_a_confined_trainer_cannot_touch_what_scores_it(host, clean, mode):
     assert not [p for p in planted if p.exists()]
     assert result.status == "succeeded", result.log_tail
     assert (result.pre, result.post) == (clean.pre, clean.post)
+    assert "step_1" in runner.log_path.read_text() and "step_999" not in runner.log_path.read_text()
     assert result.details["train_confinement"].startswith({"setpriv": "setpriv:", "bwrap": "bubblewrap:"}[mode])
     # Nothing of the trainer outlived its phase: the process it left behind stopped ticking before
     # the hidden eval reached the host, and saw none of it.

@@ -41,7 +41,7 @@ def _shadow(site: Path, tmp_path: Path) -> str:
 def test_a_tampered_family_package_is_refused(tmp_path, tamper):
     (tmp_path / "train.py").write_text(FAKE_TRAIN)
     (tmp_path / "bundle" / "package").mkdir(parents=True)
-    (tmp_path / "bundle" / "rl.toml").write_text("max_steps = 1\n")
+    (tmp_path / "bundle" / "rl.toml").write_text("max_steps = 3\n")  # the fake trainer publishes step 3
     commands = Commands(setup=["true"], train=[sys.executable, str(tmp_path / "train.py"), "ok", "{run_dir}"],
                         score=[*Commands().score, "--base-url", "http://127.0.0.1:9/v1"])  # refused before any call
     items = [ex.model_dump() for ex in hidden.hidden_eval("calc_chain", 3)]

@@ -257,6 +257,9 @@ class Confinement:
                     made.add(path)
             for path in writable:
                 cmd += [*parents(path), "--bind", str(path), str(path)]
+            for path in hidden:  # last: also what lies inside a directory shown above
+                if path.is_dir() and path not in masked:
+                    cmd += ["--tmpfs", str(path)]
             return [*cmd, "--", *(_drop(self.uid) if self.uid is not None else []), *argv]
         if self.kind == "none":
             return list(argv)

@@ -241,9 +241,14 @@ class Runner:
                 self._progress = {"step": step}
 
     def _weights(self) -> Path:
-        """The last complete filesystem broadcast (`broadcasts/step_N/` with a STABLE marker)."""
+        """The last complete filesystem broadcast (`broadcasts/step_N/` with a STABLE marker) of a
+        step the run has: training code writes this directory, and a `step_999` it made up is not
+        the trained model."""
+        import tomllib
+
+        last = tomllib.loads(self.rl_toml.read_text())["max_steps"]
         steps = [p for p in self.outputs.rglob("step_*") if p.parent.name == "broadcasts" and (p / "STABLE").exists()
-                 and not p.is_symlink() and p.name.split("_")[-1].isdigit()]
+                 and not p.is_symlink() and p.name.split("_")[-1].isdigit() and int(p.name.split("_")[-1]) <= last]
         if not steps:
             raise PhaseFailed(FailureReason.NO_CHECKPOINT, "training ended without publishing weights", self.log_tail())
         return max(steps, key=lambda p: int(p.name.split("_")[-1]))
@@ -279,8 +284,14 @@ class Runner:
         env = conf.env(self.home)
         env.update(PATH=f"{self.stack_dir / '.venv' / 'bin'}:{env.get('PATH', os.defpath)}", HF_HUB_CACHE=str(self.hub),
                    HF_HUB_OFFLINE="1")
+        # Nor may it read the scorer's install or the pre-score cache: it needs neither.
+        private = [self.scorer_dir, self.pre_cache]
+        if conf.uid is not None:
+            for path in private:
+                if path.is_dir():
+                    path.chmod(0o700)
         command = conf.command(argv, writable=[self.outputs, self.home], shown=[*named, self.root, self.host],
-                               hidden=[data_dir()])
+                               hidden=[data_dir(), *private])
         try:
             self._run("train", command, self.timeouts.train, env=env, cwd=self.home)
         finally:
