@@ -330,16 +330,17 @@ def _copy_bundle(root: Path, out: Path) -> Path:
 
 def _by_hand(out: Path, family: str) -> str:
     """Where the bundle went and how to train it with prime-rl by hand, as the runner does."""
-    from trainergym.job.stack import PRIME_RL_COMMIT, PRIME_RL_REPO, install_specs
+    from trainergym.job.stack import PRIME_RL_COMMIT, PRIME_RL_REPO, family_specs
 
     try:
-        family_specs = install_specs(family) + " "
+        specs = " ".join(family_specs(family)) + " "  # never trainergym: it would move prime-rl's verifiers
     except KeyError:
-        family_specs = f"<the {family} family's package> "
+        specs = f"<the {family} family's package> "
     return (f"bundle written to {out} (rl.toml, package/, manifest.json, workspace/)\n"
             f"to train it by hand on a host with at least 2 GPUs, in a checkout of {PRIME_RL_REPO} at "
             f"{PRIME_RL_COMMIT[:7]}:\n"
-            f"  cd <prime-rl checkout> && uv sync --all-extras && uv pip install {family_specs}{out / 'package'}\n"
+            f"  cd <prime-rl checkout> && git submodule update --init --recursive && uv sync --locked --all-extras "
+            f"&& uv pip install {specs}{out / 'package'}\n"
             f"  uv run --project <prime-rl checkout> rl @ {out / 'rl.toml'}\n"
             "rl.toml has no [deployment]: trainergym's runner adds it on the GPU host from the GPUs it has; by hand, "
             "prime-rl's default is 1 training and 1 inference GPU, or add [deployment] with num_train_gpus and "

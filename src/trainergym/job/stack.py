@@ -114,19 +114,17 @@ def install_spec(distribution: str) -> str:
     return f"{dist.metadata['Name']}=={dist.version}"
 
 
-def install_specs(family_id: str) -> str:
-    """What the scorer's install on a GPU host holds for a job of `family_id`: trainergym (the
-    scorer) and the family's package (its taskset, tools and rewards), as installed here, with
-    those of its requirements installed from local directories (the family kit, in a checkout):
-    no index has them. prime-rl's env gets the family's part as the scorer's install has it
-    (`trainergym.host.scorer_install`), never trainergym."""
+def family_specs(family_id: str) -> list[str]:
+    """The family's package as installed here, and those of its requirements installed from local
+    directories (the family kit, in a checkout): no index has them. What prime-rl's env and the
+    stack environment get beside a job; never trainergym."""
     import os
     import re
 
     family = _family_distributions().get(family_id)
     if family is None:
         raise KeyError(f"unknown family {family_id!r}")
-    specs = [install_spec("trainergym"), install_spec(family.name)]
+    specs = [install_spec(family.name)]
     for requirement in family.requires or []:
         try:
             spec = install_spec(re.match(r"[A-Za-z0-9._-]+", requirement).group())
@@ -134,7 +132,14 @@ def install_specs(family_id: str) -> str:
             continue  # not installed here (an environment marker left it out)
         if os.path.isdir(spec):
             specs.append(spec)
-    return " ".join(specs)
+    return specs
+
+
+def install_specs(family_id: str) -> str:
+    """What the scorer's install on a GPU host holds for a job of `family_id`: trainergym (the
+    scorer) and the family's part (`family_specs`). prime-rl's env gets the family's part as the
+    scorer's install has it (`trainergym.host.scorer_install`), never trainergym."""
+    return " ".join([install_spec("trainergym"), *family_specs(family_id)])
 
 
 def pod_install() -> str:

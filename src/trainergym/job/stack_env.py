@@ -121,23 +121,14 @@ def find_python() -> str | None:
 
 
 def family_specs() -> list[str]:
-    """The family packages and their local requirements (the kit) as installed here: editable
-    for a source directory, `name==version` otherwise. trainergym itself never goes in."""
-    import re
-
+    """Every family's part (`stack.family_specs`) as installed here, editable for a source
+    directory (its source stays where the sandbox masks it)."""
     specs: list[str] = []
-    for ep in metadata.entry_points(group="trainergym.families"):
-        names = [ep.dist.name] + [re.match(r"[A-Za-z0-9._-]+", r).group() for r in ep.dist.requires or []]
-        for name in names:
-            try:
-                spec = stack.install_spec(name)
-            except metadata.PackageNotFoundError:
-                continue
-            is_dir = os.path.isdir(spec)
-            if name == ep.dist.name or is_dir:
-                spec = f"-e {spec}" if is_dir else spec
-                if spec not in specs:
-                    specs.append(spec)
+    for family_id in sorted({ep.name for ep in metadata.entry_points(group="trainergym.families")}):
+        for spec in stack.family_specs(family_id):
+            spec = f"-e {spec}" if os.path.isdir(spec) else spec
+            if spec not in specs:
+                specs.append(spec)
     return specs
 
 
