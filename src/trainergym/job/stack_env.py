@@ -114,10 +114,8 @@ def find_python() -> str | None:
         if found.returncode == 0 and found.stdout.strip():
             return found.stdout.strip()
     root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
-    for candidate in sorted(glob.glob(f"{root}/versions/{stack.PRIME_RL_PYTHON}.*/bin/python{stack.PRIME_RL_PYTHON}"),
-                            reverse=True):
-        return candidate
-    return None
+    found = glob.glob(f"{root}/versions/{stack.PRIME_RL_PYTHON}.*/bin/python{stack.PRIME_RL_PYTHON}")
+    return max(found, default=None)
 
 
 def family_specs() -> list[str]:
