@@ -510,42 +510,15 @@ def stack_command(
 
 @app.command("doctor")
 def doctor(as_json: bool = JSON) -> None:
-    """What this host can confine agent code with: each sandbox mode, what it guarantees, which
-    one runs (TRAINERGYM_SANDBOX), how a sandbox's totals are held, the data directory's modes."""
-    import stat
-
-    from trainergym.job import stack_env
-    from trainergym.probe.cgroup import Cgroup
-    from trainergym.probe.sandbox import Sandbox, requested_mode
+    """What this host has and lacks: the sandbox modes for agent code, the stack the probe runs,
+    the data directory's modes, and for training the GPUs, CUDA, disk, uv and the provider key."""
+    from trainergym.doctor import run
 
     try:
-        chosen = Sandbox(mode=requested_mode())
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
-    modes = [{"mode": m, "available": (box := Sandbox(mode=m)).kind != "unavailable", "guarantees": box.describe()}
-             for m in ("bwrap", "namespaces", "none")]
-    group = Cgroup.create(64 << 20, 8)
-    if group is not None:
-        group.remove()
-    data = data_dir()
-    files = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in [data, *sorted(data.iterdir())] if p.exists()} \
-        if data.is_dir() else {}
-    out = {"requested": chosen.requested, "runs": chosen.kind, "confinement": chosen.describe(), "modes": modes,
-           "accounting": group.describe() if group else "none: caps per process (and per uid when root)",
-           "data_dir": str(data), "data_dir_modes": files, "stack": stack_env.ensure().describe()}
-    if as_json:
-        print(json.dumps(out))
-    else:
-        table = Table(title=f"sandbox modes (TRAINERGYM_SANDBOX={chosen.requested} runs: {chosen.kind})")
-        for col in ("mode", "available", "guarantees"):
-            table.add_column(col)
-        for row in modes:
-            table.add_row(row["mode"], "yes" if row["available"] else "no", row["guarantees"])
-        console.print(table)
-        console.print(f"per-sandbox totals: {out['accounting']}")
-        console.print(f"data directory {data}: " + ", ".join(f"{k} {v}" for k, v in files.items()))
-        console.print(f"agent code runs under {out['stack']}")
-    raise typer.Exit(0 if chosen.kind != "unavailable" else 1)
+        status = run(console, as_json)
+    except ValueError as e:  # an unknown TRAINERGYM_SANDBOX
+        raise _usage_error(str(e)) from None
+    raise typer.Exit(status)
 
 
 if __name__ == "__main__":

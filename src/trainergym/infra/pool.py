@@ -70,8 +70,10 @@ class PodInfo:
     name: str
     status: str  # RUNNING, EXITED, TERMINATED ...
     ready: bool  # the container runs and its ports are mapped
-    cost_per_hr: float = 0.0
+    cost_per_hr: float = 0.0  # what the provider bills for it; 0.0 when it does not say (yet)
     url: str | None = None  # where the pod service answers
+    gpu_type: str | None = None  # the GPUs the pod actually holds (None: not reported), which may
+    gpu_count: int | None = None  # differ from the rung asked for
 
 
 class PodProvider(Protocol):
@@ -90,6 +92,10 @@ class PodProvider(Protocol):
 
     def terminate(self, pod_id: str) -> None:
         """Terminate the pod (the pool checks with `get` that it is gone)."""
+
+    def available(self, rung: Rung) -> bool | None:
+        """Whether the provider's catalog shows `rung` in stock now: False skips the rung without
+        a create; None when the provider cannot tell (the create decides)."""
 
 
 @dataclass
