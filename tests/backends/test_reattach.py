@@ -26,7 +26,7 @@ def fleet(tmp_path):
 
     def dispatcher() -> PodBackend:  # a fresh process's view: everything rebuilt from the databases
         pool = PodPool(provider, tmp_path / "pods.db", PoolConfig(max_pods=3, idle_seconds=600), clock=clock, sleep=clock.sleep)
-        queue = JobQueue(tmp_path / "jobs.db", clock=clock, lease_seconds=600)
+        queue = JobQueue(tmp_path / "jobs.db", lease_seconds=600)
         return PodBackend(tmp_path, pool, queue=queue, poll_seconds=30, sleep=clock.sleep,
                           client_factory=SimPod.factory(provider, plan))
 

@@ -51,6 +51,9 @@ class SimConfig:
     die_rate: float = 0.0  # share of pods that die once, at a random point of their first hours
     die_within: float = 3600.0
     out_of_stock: dict[str, float] = field(default_factory=dict)  # GPU type -> chance a create fails for stock
+    list_lag: float = 0.0  # seconds after its create during which a pod is missing from get and list
+    rate_unknown: bool = False  # pods report no rate (0.0) until they have booted; they bill all the same
+    substitute: dict[str, str] = field(default_factory=dict)  # GPU type asked -> GPU type given
     seed: int = 0
 
 
@@ -91,20 +94,29 @@ class SimProvider:
             now + max(10.0, self.rng.gauss(self.config.boot_seconds, self.config.boot_jitter))
         dies = now + self.config.boot_seconds + self.rng.uniform(0, self.config.die_within) \
             if self.rng.random() < self.config.die_rate else None
-        rate = gpus.list_price(rung.gpu_type) * rung.gpu_count
-        self.pods[pod_id] = _SimPod(PodInfo(pod_id, name, "RUNNING", False, rate, None), rung.gpu_type, now, boot, dies)
+        given = self.config.substitute.get(rung.gpu_type, rung.gpu_type)
+        rate = gpus.list_price(given) * rung.gpu_count
+        self.pods[pod_id] = _SimPod(PodInfo(pod_id, name, "RUNNING", False, rate, None, given, rung.gpu_count), given, now,
+                                    boot, dies)
         return pod_id
 
     def get(self, pod_id: str) -> PodInfo | None:
-        """The pod, ready (with a `sim://` URL) once booted; None once it is terminated or dead."""
+        """The pod, ready (with a `sim://` URL) once booted; None once it is terminated or dead, and
+        during `list_lag` after its create."""
         pod = self.pods.get(pod_id)
-        if pod is None or not self._alive(pod):
+        if pod is None or not self._alive(pod) or self.clock() < pod.created + self.config.list_lag:
             return None
         ready = pod.boot_at is not None and self.clock() >= pod.boot_at
-        return PodInfo(pod.info.id, pod.info.name, "RUNNING", ready, pod.info.cost_per_hr, f"sim://{pod_id}" if ready else None)
+        rate = 0.0 if self.config.rate_unknown and not ready else pod.info.cost_per_hr
+        return PodInfo(pod.info.id, pod.info.name, "RUNNING", ready, rate, f"sim://{pod_id}" if ready else None,
+                       pod.info.gpu_type, pod.info.gpu_count)
+
+    def available(self, rung: Rung) -> bool | None:
+        """A simulated catalog cannot tell: each create draws its own stock out."""
+        return None
 
     def list(self) -> list[PodInfo]:
-        """Every pod not terminated or dead."""
+        """Every pod not terminated or dead (and past its `list_lag`)."""
         return [info for pid in self.pods if (info := self.get(pid)) is not None]
 
     def terminate(self, pod_id: str) -> None:
@@ -205,15 +217,23 @@ class SimPod:
 
 def simulated_backend(options: BackendOptions):
     """The registry's `fleet` backend: the real dispatcher, pool and queue on simulated pods and
-    a virtual clock (`trainergym worker --backend mock`). Results are the surrogate's."""
+    a virtual clock (`trainergym worker --backend mock`). Results are the surrogate's. The pods
+    live and die with this process, so their database is its own (a temporary file); the queue
+    is the shared one, leased on real time, so several simulated workers may drain it at once."""
+    import atexit
+    import shutil
+    import tempfile
+
     from trainergym.backends.runpod import PodBackend, ladder
 
     workdir = options.workdir or data_dir() / "worker"
     clock = Clock()
     provider = SimProvider(clock, SimConfig(seed=options.seed))
     config = PoolConfig(max_pods=options.max_jobs or 16, ladder=ladder(options.ladder))
-    pool = PodPool(provider, workdir / "pods.db", config, clock=clock, sleep=clock.sleep)
-    queue = JobQueue(options.queue or data_dir() / "jobs.db", clock=clock, lease_seconds=600)
+    pods = Path(tempfile.mkdtemp(prefix="trainergym-simulated-pods-"))
+    atexit.register(shutil.rmtree, pods, ignore_errors=True)
+    pool = PodPool(provider, pods / "pods.db", config, clock=clock, sleep=clock.sleep)
+    queue = JobQueue(options.queue or data_dir() / "jobs.db", lease_seconds=600)
     return PodBackend(workdir, pool, queue=queue, poll_seconds=30, sleep=clock.sleep, client_factory=SimPod.factory(provider))
 
 

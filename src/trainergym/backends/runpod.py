@@ -1,7 +1,8 @@
 """The pod backend: validated jobs queued durably, run on a warm pool of rented GPU pods.
 
-One dispatcher loop (`tick`, single-threaded, so it runs on a virtual clock as well) leases
-jobs from the queue, takes a pod from the pool (warm, or provisioned by walking the ladder),
+One dispatcher loop (`tick`, single-threaded, so its pods and jobs run on a virtual clock as
+well; the queue's leases always run on real time, so dispatchers sharing a queue never run a job
+twice) leases jobs from the queue, takes a pod from the pool (warm, or provisioned by walking the ladder),
 submits the bundle to the pod's service and polls it (the provider's proxy cuts long
 requests), heartbeating the job's lease. When the pod reports
 `awaiting-eval` (training is over and its processes are gone) the hidden eval is uploaded;
@@ -56,7 +57,7 @@ class PodBackend(QueueBackend):
                  dead_after: int = 6, job_timeout: float = 6 * 3600.0, sleep=time.sleep,
                  client_factory=lambda url, token: PodClient(url, token, timeout=30.0)):
         self.workdir, self.pool = Path(workdir), pool
-        self.queue = queue or JobQueue(self.workdir / "jobs.db", lease_seconds=max(120.0, 6 * poll_seconds), clock=pool.clock)
+        self.queue = queue or JobQueue(self.workdir / "jobs.db", lease_seconds=max(120.0, 6 * poll_seconds))
         self.poll_seconds, self.dead_after, self.job_timeout, self.sleep = poll_seconds, dead_after, job_timeout, sleep
         self.client_factory, self.clock = client_factory, pool.clock
         self.owner = f"dispatch-{uuid.uuid4().hex[:8]}"
@@ -67,20 +68,33 @@ class PodBackend(QueueBackend):
     @classmethod
     def from_options(cls, options: BackendOptions) -> PodBackend:
         """The registry's constructor (`make_backend("runpod", ...)`): Runpod pods billed to the
-        installation's cost ledger. Refuses without `RUNPOD_API_KEY` or the `runpod` extra."""
+        installation's cost ledger, through Runpod's REST v2 API, or its GraphQL API (the `runpod`
+        SDK) with `TRAINERGYM_RUNPOD_API=graphql` until Runpod retires it. Refuses without
+        `RUNPOD_API_KEY`, or without the `runpod` extra for GraphQL."""
         if not os.environ.get("RUNPOD_API_KEY"):
             raise BackendUnavailable("the runpod backend needs RUNPOD_API_KEY (a Runpod API key) in the environment")
-        try:
-            from trainergym.infra.runpod_graphql import RunpodProvider
-        except ImportError:
-            raise BackendUnavailable("the runpod backend needs the runpod extra: pip install 'trainergym[runpod]'") from None
+        api = os.environ.get("TRAINERGYM_RUNPOD_API", "rest")
+        if api == "rest":
+            from trainergym.infra.runpod_rest import RunpodRestProvider as Provider
+        elif api == "graphql":
+            try:
+                from trainergym.infra.runpod_graphql import RunpodProvider as Provider
+            except ImportError:
+                raise BackendUnavailable("TRAINERGYM_RUNPOD_API=graphql needs the runpod extra: "
+                                         "pip install 'trainergym[runpod]'") from None
+        else:
+            raise BackendUnavailable(f"TRAINERGYM_RUNPOD_API={api!r}: use rest (the default) or graphql")
         from trainergym.infra.costs import Ledger
         from trainergym.job.stack import pod_install
 
         workdir = options.workdir or data_dir() / "worker"
         config = PoolConfig(max_pods=options.max_jobs or 16, ladder=ladder(options.ladder))
         config.env["TRAINERGYM_INSTALL"] = pod_install()  # what each job's setup installs beside it
-        pool = PodPool(RunpodProvider(), workdir / "pods.db", config, ledger=Ledger())
+        try:
+            provider = Provider()
+        except ProviderError as e:
+            raise BackendUnavailable(f"the runpod backend cannot start: {e}") from None
+        pool = PodPool(provider, workdir / "pods.db", config, ledger=Ledger())
         return cls(workdir, pool, queue=JobQueue(options.queue or data_dir() / "jobs.db", lease_seconds=300))
 
     async def cancel(self, handle: JobHandle) -> None:
@@ -97,7 +111,7 @@ class PodBackend(QueueBackend):
                 self._reattach(pod)
 
     def _reattach(self, pod: Pod) -> None:
-        now = self.clock()
+        now, beat = self.clock(), self.queue.clock()
         client = self.client_factory(pod.url, pod.token) if pod.url else None
         try:
             health = client.health() if client is not None else None
@@ -119,7 +133,7 @@ class PodBackend(QueueBackend):
                 self.pool.release(pod)
             client.close()
             return
-        self.active[job.id] = _Dispatch(job, started=now, beat=now, pod=pod, client=client,
+        self.active[job.id] = _Dispatch(job, started=now, beat=beat, pod=pod, client=client,
                                         remote_id=health["job"] if submitted else None)
 
     def drain(self, once: bool = False, idle_poll: float | None = None) -> None:
@@ -148,8 +162,11 @@ class PodBackend(QueueBackend):
             job = self.queue.lease(self.owner)
             if job is None:
                 break
-            self.active[job.id] = _Dispatch(job, started=self.clock(), beat=self.clock())
+            self.active[job.id] = _Dispatch(job, started=self.clock(), beat=self.queue.clock())
             self._advance(self.active[job.id])
+        for pod in self.pool.live:  # pods held for jobs this dispatcher no longer runs: back to the pool
+            if pod.job_id is not None and pod.job_id not in self.active:
+                self.pool.abandon(pod.job_id)
 
     def _end(self, d: _Dispatch, release: bool = True) -> None:
         self.active.pop(d.job.id, None)
@@ -157,11 +174,13 @@ class PodBackend(QueueBackend):
             d.client.close()
         if d.pod is not None and release:
             self.pool.release(d.pod)
+        elif d.pod is None:
+            self.pool.abandon(d.job.id)  # a pod may be booting for it: it becomes a spare
 
     def _advance(self, d: _Dispatch) -> None:
         job = d.job
-        if self.clock() - d.beat >= self.queue.lease_seconds / 3:
-            d.beat = self.clock()
+        if self.queue.clock() - d.beat >= self.queue.lease_seconds / 3:
+            d.beat = self.queue.clock()
             if not self.queue.heartbeat(job.id, self.owner):  # cancelled, or our lease lapsed
                 if d.remote_id is not None:
                     try:
@@ -171,6 +190,10 @@ class PodBackend(QueueBackend):
                 self._end(d)
                 return
         if d.pod is None:
+            if job.id in self.pool.failed_jobs:  # before asking again: a new request would provision anew
+                self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.NO_POD, self.pool.failed_jobs.pop(job.id)))
+                self._end(d)
+                return
             try:
                 d.pod = self.pool.request(job.id)
             except AuthError as e:
@@ -181,10 +204,6 @@ class PodBackend(QueueBackend):
                 return
             except PoolExhausted as e:
                 self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.NO_POD, str(e)))
-                self._end(d)
-                return
-            if job.id in self.pool.failed_jobs:
-                self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.NO_POD, self.pool.failed_jobs.pop(job.id)))
                 self._end(d)
                 return
             if d.pod is None:
@@ -212,7 +231,7 @@ class PodBackend(QueueBackend):
             d.eval_sent = True
         if status.get("done"):
             result = d.client.result(d.remote_id) or RunResult.failed(FailureReason.RUNNER_ERROR, "the pod kept no result")
-            result = result.model_copy(update={"gpu": d.pod.rung.gpu_type, "gpu_count": d.pod.rung.gpu_count,
+            result = result.model_copy(update={"gpu": d.pod.gpu_type, "gpu_count": d.pod.gpu_count,
                                                "details": {**result.details, "pod": d.pod.id}})
             if result.status == "succeeded":
                 self.queue.complete(job.id, self.owner, result)

@@ -3,11 +3,16 @@
 `PodProvider` is the whole contract with a cloud (create, get, list, terminate), so the Runpod
 GraphQL SDK can later give way to its REST API. `PodPool` provisions pods by walking a ladder
 (`PoolConfig.ladder`) of (GPU type, count, cloud) rungs: out of stock -> next rung; boot timeout -> terminate -> next
-rung; transient errors -> retry the same rung; authentication errors stop everything. Idle pods
-are reused, then reaped after `idle_seconds`. Every pod is named `<prefix>-<nonce>` and recorded
-in SQLite before it is created, so on start `reconcile` can terminate pods the provider bills for
-but the database does not know (orphans of a crash) and forget pods that vanished. Terminations
-are verified by re-reading, and billed seconds x rate go to the `costs` table.
+rung; transient errors -> retry the same rung; authentication errors stop everything. A rung the
+provider's catalog shows out of stock is skipped without a create. A new pod the provider does
+not list yet (its API is eventually consistent) is looked up by name and waited for during
+`list_grace` before it counts as gone. Idle pods are reused, then reaped after `idle_seconds`.
+Every pod is named `<prefix>-<nonce>` and recorded in SQLite before it is created, so on start
+`reconcile` can terminate pods the provider bills for but the database does not know (orphans
+of a crash) and forget pods that vanished. Terminations are verified by re-reading, and billed
+seconds x rate go to the `costs` table: the rate the provider reported, else the list price of
+the GPUs the pod holds, never $0 for a pod that ran. Durations are measured on a monotonic clock
+(a wall-clock jump neither stops reaping nor changes a bill); the database keeps wall times.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from trainergym.infra.store import Store
+from trainergym.job.gpu import list_price
 
 
 class ProviderError(Exception):
@@ -115,12 +121,22 @@ class Pod:
     job_id: str | None = None
     rung_index: int = 0
     boot_deadline: float = 0.0
+    gpu_type: str = ""  # the GPUs the pod holds: the rung's until the provider says otherwise
+    gpu_count: int = 0
+
+    def __post_init__(self):
+        self.gpu_type, self.gpu_count = self.gpu_type or self.rung.gpu_type, self.gpu_count or self.rung.gpu_count
+
+    @property
+    def gpus(self) -> str:
+        """What the pod holds, e.g. "2x NVIDIA A40"."""
+        return f"{self.gpu_count}x {self.gpu_type}"
 
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS pods (
     name TEXT PRIMARY KEY, id TEXT, token TEXT NOT NULL, rung TEXT NOT NULL, url TEXT, cost_per_hr REAL,
-    started REAL NOT NULL, state TEXT NOT NULL, idle_since REAL, job_id TEXT, ended REAL
+    started REAL NOT NULL, state TEXT NOT NULL, idle_since REAL, job_id TEXT, ended REAL, gpu TEXT
 );
 CREATE TABLE IF NOT EXISTS costs (
     at REAL NOT NULL, kind TEXT NOT NULL, ref TEXT NOT NULL, seconds REAL, usd REAL NOT NULL, source TEXT NOT NULL
@@ -137,6 +153,7 @@ class PoolConfig:
     max_pods: int = 16
     ladder: tuple[Rung, ...] = DEFAULT_LADDER
     boot_timeout: float = 15 * 60.0
+    list_grace: float = 60.0  # a new pod may be missing from the provider's answers this long (at most boot_timeout)
     idle_seconds: float = 10 * 60.0
     poll_seconds: float = 5.0
     transient_retries: int = 3
@@ -150,15 +167,20 @@ class PoolExhausted(Exception):
 
 class PodPool:
     """Warm pods for jobs, provisioned down the ladder and recorded in SQLite (`db`), so that a
-    restarted pool can `reconcile`. Driven by one thread (the dispatcher's); `clock` and `sleep` may
-    be virtual."""
+    restarted pool can `reconcile`. Driven by one thread (the dispatcher's). `clock` measures
+    durations (monotonic; a simulated fleet passes its virtual one, and `sleep` to match); `wall`
+    only dates what the database keeps, so a restarted pool can carry its pods' ages over."""
 
     def __init__(self, provider: PodProvider, db: Path | str, config: PoolConfig | None = None,
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep, ledger=None):
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep, ledger=None,
+                 wall: Callable[[], float] | None = None):
         """`ledger`: the installation's cost ledger (`trainergym.infra.costs.Ledger`), which also
-        receives every pod's bill; a simulated fleet leaves it out."""
+        receives every pod's bill; a simulated fleet leaves it out. `wall` defaults to `time.time`
+        with the default clock, else to `clock` itself (a virtual fleet keeps virtual dates)."""
         self.provider, self.db, self.config = provider, str(db), config or PoolConfig()
         self.clock, self.sleep, self.ledger = clock, sleep, ledger
+        wall = wall or (time.time if clock is time.monotonic else clock)
+        self._wall_offset = wall() - clock()  # database time = clock time + offset, fixed for this process
         self.store = Store(self.db, _SCHEMA)
         self.pods: dict[str, Pod] = {}
         self.failed_jobs: dict[str, str] = {}  # job id -> why no pod could be provisioned for it
@@ -166,17 +188,26 @@ class PodPool:
 
     def _load(self) -> None:
         with self.store.tx() as db:
+            if "gpu" not in {r["name"] for r in db.execute("PRAGMA table_info(pods)")}:  # an older release's file
+                db.execute("ALTER TABLE pods ADD COLUMN gpu TEXT")
             for row in db.execute("SELECT * FROM pods WHERE state != 'gone'"):
                 rung = Rung(**json.loads(row["rung"]))
+                held = json.loads(row["gpu"]) if row["gpu"] else {}
+                # A pod's age carries over a restart through the wall clock; never into the future.
+                started = min(self.clock(), row["started"] - self._wall_offset)
+                idle_since = None if row["idle_since"] is None else min(self.clock(), row["idle_since"] - self._wall_offset)
                 self.pods[row["name"]] = Pod(row["id"], row["name"], row["token"], rung, row["url"], row["cost_per_hr"] or 0.0,
-                                             row["started"], row["state"], row["idle_since"], row["job_id"])
+                                             started, row["state"], idle_since, row["job_id"], **held)
 
     def _save(self, pod: Pod) -> None:
+        offset = self._wall_offset
         with self.store.tx() as db:
             db.execute("INSERT OR REPLACE INTO pods (name, id, token, rung, url, cost_per_hr, started, state, idle_since, "
-                       "job_id, ended) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (pod.name, pod.id, pod.token, json.dumps(pod.rung.__dict__), pod.url, pod.cost_per_hr, pod.started,
-                        pod.state, pod.idle_since, pod.job_id, self.clock() if pod.state == "gone" else None))
+                       "job_id, ended, gpu) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (pod.name, pod.id, pod.token, json.dumps(pod.rung.__dict__), pod.url, pod.cost_per_hr,
+                        pod.started + offset, pod.state, None if pod.idle_since is None else pod.idle_since + offset,
+                        pod.job_id, self.clock() + offset if pod.state == "gone" else None,
+                        json.dumps({"gpu_type": pod.gpu_type, "gpu_count": pod.gpu_count})))
 
     @property
     def live(self) -> list[Pod]:
@@ -210,6 +241,13 @@ class PodPool:
         """Create a pod on the first rung from `first_rung` that accepts; it boots in the background."""
         for index in range(first_rung, len(self.config.ladder)):
             rung = self.config.ladder[index]
+            try:
+                in_stock = self.provider.available(rung)
+            except TransientError:
+                in_stock = None  # the create decides
+            if in_stock is False:
+                tried.append(f"{rung.gpu_count}x {rung.gpu_type} ({rung.cloud}): out of stock in the catalog")
+                continue
             for attempt in range(self.config.transient_retries + 1):
                 name = f"{self.config.prefix}-{uuid.uuid4().hex[:10]}"
                 pod = Pod("", name, secrets.token_urlsafe(24), rung, None, 0.0, self.clock(), job_id=job_id,
@@ -217,9 +255,9 @@ class PodPool:
                 self.pods[name] = pod
                 self._save(pod)  # recorded before creation: a crash now leaves a known name to reconcile
                 try:
-                    pod.id = self.provider.create(name, rung, {**self.config.env, "TRAINERGYM_POD_TOKEN": pod.token,
-                                                               "TRAINERGYM_GPU": rung.gpu_type,
-                                                               "TRAINERGYM_GPU_COUNT": str(rung.gpu_count)})
+                    # No GPU name in the pod's env: the provider may give another type than the
+                    # rung's, and the pod's service reads what it holds from the GPUs themselves.
+                    pod.id = self.provider.create(name, rung, {**self.config.env, "TRAINERGYM_POD_TOKEN": pod.token})
                 except CapacityError as e:
                     tried.append(f"{rung.gpu_count}x {rung.gpu_type} ({rung.cloud}): {e}")
                     self._forget(pod)
@@ -232,37 +270,81 @@ class PodPool:
                 except AuthError:
                     self._forget(pod)
                     raise
-                except ProviderError as e:  # unknown: the pod may exist; reconcile finds it by name
+                except ProviderError as e:  # unknown: the pod may exist; tick finds it by name and ends it
                     tried.append(f"{rung.gpu_type}: {e}")
-                    self.reconcile()
+                    pod.job_id = None
+                    self._save(pod)
                     break
                 self._save(pod)
                 return pod
         raise PoolExhausted("no pod could be provisioned: " + "; ".join(tried))
 
+    def _look_up(self, pod: Pod) -> PodInfo | None:
+        """The provider's view of `pod`: by id, else by its unique name (a provider may list a new
+        pod before its id resolves, or answer for it under another id)."""
+        info = self.provider.get(pod.id)
+        if info is None:
+            info = next((i for i in self.provider.list() if i.name == pod.name), None)
+            if info is not None and info.id != pod.id:
+                pod.id = info.id
+        return info
+
+    def _learn(self, pod: Pod, info: PodInfo) -> None:
+        """Keep what the provider says of the pod: its rate (0.0 means not said) and its GPUs."""
+        if info.cost_per_hr > 0:
+            pod.cost_per_hr = info.cost_per_hr
+        if info.gpu_type:
+            pod.gpu_type, pod.gpu_count = info.gpu_type, info.gpu_count or pod.gpu_count
+
     def tick(self) -> None:
-        """Advance booting pods (ready, or timed out: terminate and take the next rung), reap idle ones."""
+        """Advance booting pods (ready; or timed out, or gone after `list_grace`: terminate and take
+        the next rung), reap idle ones."""
+        grace = min(self.config.list_grace, self.config.boot_timeout)
+        self._settle_unknown_creates(grace)
         for pod in [p for p in self.live if p.state == "booting" and p.id]:
             try:
-                info = self.provider.get(pod.id)
+                info = self._look_up(pod)
             except TransientError:
                 continue
             if info is not None:
-                pod.cost_per_hr = info.cost_per_hr  # a booting pod bills too
+                self._learn(pod, info)
                 if info.ready and info.url:
                     pod.url = info.url
                     pod.state = "busy" if pod.job_id else "idle"
                     pod.idle_since = None if pod.job_id else self.clock()
                     self._save(pod)
                     continue
-            if self.clock() >= pod.boot_deadline or info is None:
-                reason = f"{pod.rung.gpu_type}: did not boot within {self.config.boot_timeout:.0f} s"
-                self._terminate(pod, "boot timeout")
+            missing = info is None and self.clock() - pod.started >= grace
+            if self.clock() >= pod.boot_deadline or missing:
+                reason = (f"{pod.gpus}: not listed by the provider {grace:.0f} s after its create" if missing
+                          else f"{pod.gpus}: did not boot within {self.config.boot_timeout:.0f} s")
+                self._terminate(pod, "gone before booting" if missing else "boot timeout")
+                if pod.job_id is None:
+                    continue  # a spare: nobody waits for its replacement
                 try:
                     self._create(pod.job_id, pod.rung_index + 1, [reason])
-                except PoolExhausted:
-                    self.failed_jobs[pod.job_id] = reason
+                except PoolExhausted as e:
+                    self.failed_jobs[pod.job_id] = str(e)
         self.reap()
+
+    def _settle_unknown_creates(self, grace: float) -> None:
+        """Creates that failed in an unknown way may have made a pod after all: one the provider
+        lists under its name is terminated (billed); one still unlisted after `grace` never was."""
+        unsure = [p for p in self.live if not p.id]
+        if not unsure:
+            return
+        try:
+            remote = {info.name: info for info in self.provider.list()}
+        except TransientError:
+            return
+        for pod in unsure:
+            info = remote.get(pod.name)
+            if info is not None:
+                pod.id = info.id
+                self._learn(pod, info)
+                self._terminate(pod, "created despite an error")
+            elif self.clock() - pod.started >= grace:
+                self._forget(pod)
 
     def acquire(self, job_id: str) -> Pod:
         """Blocking `request`: wait (sleeping `poll_seconds`) until a pod is ready for the job."""
@@ -281,6 +363,17 @@ class PodPool:
         pod.state = "gone"
         self._save(pod)
         self.pods.pop(pod.name, None)
+
+    def abandon(self, job_id: str) -> None:
+        """The job no longer needs a pod (it failed, was cancelled, or ran elsewhere): a pod booting
+        for it becomes a spare, a pod serving it becomes idle, both reaped if nobody takes them."""
+        self.failed_jobs.pop(job_id, None)
+        for pod in self.live:
+            if pod.job_id == job_id and pod.state == "booting":
+                pod.job_id = None
+                self._save(pod)
+            elif pod.job_id == job_id and pod.state == "busy":
+                self.release(pod)
 
     # --- release, reaping, termination -------------------------------------------------------------
     def release(self, pod: Pod) -> None:
@@ -302,6 +395,13 @@ class PodPool:
         return reaped
 
     def _terminate(self, pod: Pod, reason: str) -> None:
+        if not pod.cost_per_hr:  # last chance to learn its rate and GPUs before it is gone
+            try:
+                info = self.provider.get(pod.id)
+                if info is not None:
+                    self._learn(pod, info)
+            except ProviderError:
+                pass
         for _ in range(3):
             try:
                 self.provider.terminate(pod.id)
@@ -317,13 +417,21 @@ class PodPool:
         self._forget(pod)
 
     def _bill(self, pod: Pod, seconds: float, reason: str) -> None:
-        usd = seconds / 3600 * pod.cost_per_hr
+        """Bill `seconds` of the pod: at the rate the provider reported, else (it never said) at the
+        list price of the GPUs it holds."""
+        if pod.cost_per_hr > 0:
+            rate, source = pod.cost_per_hr, "billed rate"
+        else:
+            rate, source = list_price(pod.gpu_type) * pod.gpu_count, "list price"
+        usd = seconds / 3600 * rate
         with self.store.tx() as db:
             db.execute("INSERT INTO costs (at, kind, ref, seconds, usd, source) VALUES (?, 'gpu', ?, ?, ?, ?)",
-                       (self.clock(), f"{pod.id} {reason}", seconds, usd, "billed rate"))
+                       (self.clock() + self._wall_offset, f"{pod.id} {reason}", seconds, usd, source))
         if self.ledger is not None:
-            self.ledger.record("gpu", usd, "billed rate", note=f"pod {pod.id} ({pod.rung.gpu_count}x {pod.rung.gpu_type}), "
-                                                               f"{seconds:.0f} s, {reason}")
+            note = f"pod {pod.id} ({pod.gpus}" + (f", asked {pod.rung.gpu_count}x {pod.rung.gpu_type}"
+                                                  if (pod.gpu_type, pod.gpu_count) != (pod.rung.gpu_type, pod.rung.gpu_count)
+                                                  else "") + f"), {seconds:.0f} s, {reason}"
+            self.ledger.record("gpu", usd, source, note=note)
 
     def billed_usd(self) -> float:
         """The dollars billed for this pool's ended pods so far (seconds x rate, from its database).
@@ -351,27 +459,34 @@ class PodPool:
                 self.sleep(min(60.0, 2.0 ** attempt))
 
     # --- crash recovery ----------------------------------------------------------------------------
-    def reconcile(self) -> dict[str, list[str]]:
+    def reconcile(self, restart: bool = True) -> dict[str, list[str]]:
         """Make the database and the provider agree: terminate pods of ours the database does not
-        know (or that it lost track of), forget pods the provider no longer has. Returns what it did;
-        jobs of forgotten pods are for the caller to requeue (their leases lapse)."""
+        know or never learned the id of (a create that failed after all), and, on a `restart`,
+        those a dead pool was booting; forget pods the provider no longer has, unless they are
+        newer than `list_grace`. Returns what it did; jobs of forgotten pods are for the caller to
+        requeue (their leases lapse)."""
         known = {p.name: p for p in self.live}
         done: dict[str, list[str]] = {"terminated": [], "forgotten": [], "adopted": []}
         remote = {info.name: info for info in self._retry(self.provider.list) if info.name.startswith(self.config.prefix + "-")}
         for name, info in remote.items():
             pod = known.get(name)
-            if pod is None or pod.state == "booting" or not pod.id:
-                orphan = Pod(info.id, name, "", Rung("unknown"), info.url, info.cost_per_hr, self.clock())
+            if pod is None or not pod.id or (restart and pod.state == "booting"):
+                rung = pod.rung if pod is not None else Rung(info.gpu_type or "unknown", info.gpu_count or 1)
+                orphan = Pod(info.id, name, "", rung, info.url, info.cost_per_hr, self.clock(),
+                             gpu_type=info.gpu_type or "", gpu_count=info.gpu_count or 0)
                 if pod is not None:
                     orphan.started = pod.started
                     self.pods.pop(name, None)
                 self._terminate(orphan, "orphan")
                 done["terminated"].append(info.id)
+        grace = min(self.config.list_grace, self.config.boot_timeout)
         for name, pod in known.items():
-            if pod.id and name not in remote and self._retry(self.provider.get, pod.id) is None:
+            if name in remote or self.clock() - pod.started < grace:
+                continue
+            if pod.id and self._retry(self.provider.get, pod.id) is None:
                 self._bill(pod, max(0.0, self.clock() - pod.started), "vanished")
                 self._forget(pod)
                 done["forgotten"].append(pod.id)
-            elif not pod.id and name not in remote:
+            elif not pod.id:
                 self._forget(pod)
         return done

@@ -9,12 +9,18 @@ died) is returned to the queue by `recover`, and that attempt counts. Completion
 and only the current lease holder can change a job, so a late answer from a lost worker never
 overwrites a newer attempt. Jobs are deduplicated by bundle content hash. A row carries what a
 dispatcher needs to place the job (its family, base model and hash) and, once it ends, its
-`RunResult`; whether a failed attempt is retried is the result's own `transient` flag. All
-times come from an injectable clock, so the pool and the fleet benchmark can run on a virtual one.
+`RunResult`; whether a failed attempt is retried is the result's own `transient` flag.
+
+Leases run on this machine's monotonic clock, which every process shares and a wall-clock jump
+does not move; each lease also records the boot it was taken in, and a lease from another boot
+has lapsed (its holder died with the machine). Simulated fleets keep their virtual clocks for
+pods and job durations, never for leases, so dispatchers sharing a queue never run a job twice.
+`created` and `updated` are wall-clock dates, for people.
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 import uuid
@@ -46,7 +52,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     created REAL NOT NULL,
     updated REAL NOT NULL,
     result TEXT,
-    failure_reason TEXT
+    failure_reason TEXT,
+    lease_boot TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs (state, created);
 CREATE INDEX IF NOT EXISTS jobs_hash ON jobs (content_hash);
@@ -54,7 +61,16 @@ CREATE INDEX IF NOT EXISTS jobs_hash ON jobs (content_hash);
 
 
 # Columns added since the first release, so an older queue file opens as it is.
-_ADDED = {"family": "TEXT NOT NULL DEFAULT ''", "base_model": "TEXT NOT NULL DEFAULT ''"}
+_ADDED = {"family": "TEXT NOT NULL DEFAULT ''", "base_model": "TEXT NOT NULL DEFAULT ''", "lease_boot": "TEXT"}
+
+
+@functools.cache
+def boot_id() -> str:
+    """This boot of the machine (Linux's random boot id): monotonic times compare only within one."""
+    try:
+        return open("/proc/sys/kernel/random/boot_id").read().strip()
+    except OSError:
+        return "unknown"
 
 
 class Job(BaseModel):
@@ -79,10 +95,11 @@ class Job(BaseModel):
 
 
 class JobQueue:
-    """The queue in one SQLite file (`path`), shared by every process that opens it."""
+    """The queue in one SQLite file (`path`), shared by every process that opens it. `clock` is the
+    lease clock: the machine's monotonic one; only the queue's own tests replace it."""
 
     def __init__(self, path: Path | str, lease_seconds: float = 120.0, max_attempts: int = 3,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.monotonic):
         self.path, self.lease_seconds, self.max_attempts, self.clock = str(path), lease_seconds, max_attempts, clock
         self.store = Store(self.path, _SCHEMA)
         with self.store.tx() as db:
@@ -96,6 +113,7 @@ class JobQueue:
         if row is None:
             return None
         data = dict(row)
+        data.pop("lease_boot", None)
         data["result"] = RunResult.model_validate_json(data["result"]) if data["result"] else None
         reason = data.pop("failure_reason")
         data["failure"] = FailureReason(reason) if reason in FailureReason._value2member_map_ else (
@@ -106,13 +124,13 @@ class JobQueue:
         """Write an attempt's end: the job's state, its failure and its result."""
         result = result.model_copy(update={"job_id": row["id"], "content_hash": row["content_hash"]})
         db.execute("UPDATE jobs SET state = ?, failure_reason = ?, result = ?, owner = NULL, lease_expires = NULL, "
-                   "updated = ? WHERE id = ?", (state, result.failure.value if result.failure else None,
-                                                result.model_dump_json(), self.clock(), row["id"]))
+                   "lease_boot = NULL, updated = ? WHERE id = ?", (state, result.failure.value if result.failure else None,
+                                                result.model_dump_json(), time.time(), row["id"]))
 
     # --- producers -------------------------------------------------------------------------
     def enqueue(self, content_hash: str, task_id: str, bundle: Path | str, *, family: str, base_model: str) -> Job:
         """Queue a job; a bundle already queued, running or done is not queued twice."""
-        now = self.clock()
+        now = time.time()
         with self.store.tx() as db:
             existing = db.execute("SELECT * FROM jobs WHERE content_hash = ? AND state != 'failed' ORDER BY created DESC",
                                   (content_hash,)).fetchone()
@@ -133,8 +151,9 @@ class JobQueue:
             row = db.execute("SELECT * FROM jobs WHERE state = 'queued' ORDER BY created LIMIT 1").fetchone()
             if row is None:
                 return None
-            db.execute("UPDATE jobs SET state = 'leased', owner = ?, lease_expires = ?, attempts = attempts + 1, "
-                       "updated = ? WHERE id = ?", (owner, now + self.lease_seconds, now, row["id"]))
+            db.execute("UPDATE jobs SET state = 'leased', owner = ?, lease_expires = ?, lease_boot = ?, "
+                       "attempts = attempts + 1, updated = ? WHERE id = ?",
+                       (owner, now + self.lease_seconds, boot_id(), time.time(), row["id"]))
             return self._job(db.execute("SELECT * FROM jobs WHERE id = ?", (row["id"],)).fetchone())
 
     def _holder(self, db, job_id: str, owner: str) -> sqlite3.Row | None:
@@ -147,8 +166,8 @@ class JobQueue:
         with self.store.tx() as db:
             if self._holder(db, job_id, owner) is None:
                 return False
-            db.execute("UPDATE jobs SET state = 'running', lease_expires = ?, updated = ? WHERE id = ?",
-                       (now + self.lease_seconds, now, job_id))
+            db.execute("UPDATE jobs SET state = 'running', lease_expires = ?, lease_boot = ?, updated = ? WHERE id = ?",
+                       (now + self.lease_seconds, boot_id(), time.time(), job_id))
             return True
 
     def heartbeat(self, job_id: str, owner: str) -> bool:
@@ -157,7 +176,8 @@ class JobQueue:
         with self.store.tx() as db:
             if self._holder(db, job_id, owner) is None:
                 return False
-            db.execute("UPDATE jobs SET lease_expires = ?, updated = ? WHERE id = ?", (now + self.lease_seconds, now, job_id))
+            db.execute("UPDATE jobs SET lease_expires = ?, lease_boot = ?, updated = ? WHERE id = ?",
+                       (now + self.lease_seconds, boot_id(), time.time(), job_id))
             return True
 
     def complete(self, job_id: str, owner: str, result: RunResult) -> bool:
@@ -193,8 +213,8 @@ class JobQueue:
             row = db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None or row["state"] not in ("queued", "leased", "running"):
                 return None
-            db.execute("UPDATE jobs SET state = 'running', owner = ?, lease_expires = ?, updated = ? WHERE id = ?",
-                       (owner, now + self.lease_seconds, now, job_id))
+            db.execute("UPDATE jobs SET state = 'running', owner = ?, lease_expires = ?, lease_boot = ?, updated = ? "
+                       "WHERE id = ?", (owner, now + self.lease_seconds, boot_id(), time.time(), job_id))
             return self._job(db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone())
 
     def cancel(self, job_id: str) -> bool:
@@ -209,8 +229,8 @@ class JobQueue:
 
     # --- recovery and inspection -------------------------------------------------------------
     def _recover(self, db, now: float) -> int:
-        expired = db.execute("SELECT * FROM jobs WHERE state IN ('leased', 'running') AND lease_expires < ?",
-                             (now,)).fetchall()
+        expired = db.execute("SELECT * FROM jobs WHERE state IN ('leased', 'running') AND "
+                             "(lease_expires < ? OR lease_boot IS NOT ?)", (now, boot_id())).fetchall()
         for row in expired:
             lost = RunResult.failed(FailureReason.LEASE_LOST, f"worker {row['owner']} stopped heartbeating",
                                     base_model=row["base_model"])
