@@ -34,7 +34,7 @@ class ProviderError(Exception):
     """A provider call failed. `kind` says how the pool reacts; an unknown failure may have left a
     pod behind, so the pool reconciles."""
 
-    kind: Literal["capacity", "auth", "transient", "unknown"] = "unknown"
+    kind: Literal["capacity", "auth", "transient", "invalid", "unknown"] = "unknown"
 
 
 class CapacityError(ProviderError):
@@ -270,7 +270,12 @@ class PodPool:
                 except AuthError:
                     self._forget(pod)
                     raise
-                except ProviderError as e:  # unknown: the pod may exist; tick finds it by name and ends it
+                except ProviderError as e:
+                    if e.kind == "invalid":  # the provider refused this rung's request: skip the rung, never retry it
+                        tried.append(f"{rung.gpu_count}x {rung.gpu_type} ({rung.cloud}): {e}")
+                        self._forget(pod)
+                        break
+                    # unknown: the pod may exist; tick finds it by name and ends it
                     tried.append(f"{rung.gpu_type}: {e}")
                     pod.job_id = None
                     self._save(pod)
