@@ -347,6 +347,63 @@ def _by_hand(out: Path, family: str) -> str:
             "num_infer_gpus")
 
 
+@app.command("submit")
+def submit(
+    job_dirs: list[Path] = typer.Argument(..., help="job directories, each holding job.toml and taskset/"),
+    task: Optional[Path] = typer.Option(None, help="task file the jobs are for"),
+    family: Optional[str] = typer.Option(None, help="family id the jobs are for"),
+    db: Optional[Path] = typer.Option(None, help="queue database (default: <data dir>/jobs.db)"),
+    workdir: Optional[Path] = typer.Option(None, help="where queued bundles are kept for the workers "
+                                                      "(default: <data dir>/worker)"),
+    as_json: bool = JSON,
+) -> None:
+    """Probe job directories and queue the bundle of each that passes, for `trainergym worker` to
+    train; a job that fails its probe is not queued and its report is printed. Exit status 0 only
+    when every job was queued."""
+    import tempfile
+
+    from trainergym.backends.queued import enqueue_bundle
+    from trainergym.infra.queue import JobQueue
+    from trainergym.probe.checks import probe
+    from trainergym.task.spec import load_task
+
+    if task is None and family is None:
+        raise _usage_error("say which task the jobs are for: --family F (e.g. calc_chain) or --task FILE")
+    if task is not None and family is not None:
+        raise _usage_error("give --task or --family, not both")
+    for job_dir in job_dirs:
+        if not job_dir.is_dir():
+            raise _usage_error(f"{job_dir} is not a directory: give job directories holding job.toml and taskset/")
+    try:
+        spec = load_task(task or family)
+    except (KeyError, ValueError, OSError) as e:
+        raise _usage_error(str(e).strip('"')) from None
+    queue = JobQueue(db or data_dir() / "jobs.db")
+    keep = workdir or data_dir() / "worker"
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="tg-submit-") as tmp:
+        for i, job_dir in enumerate(job_dirs):
+            report, bundle = probe(job_dir.resolve(), spec, Path(tmp) / f"bundle-{i}")
+            job = enqueue_bundle(queue, keep, bundle, spec) if bundle is not None else None
+            rows.append({"dir": str(job_dir), "ok": report.ok, "job_id": job.id if job else None,
+                         "state": job.state if job else None, "content_hash": job.content_hash if job else None,
+                         "report": report.model_dump(mode="json")})
+            if not as_json:
+                if job is None:
+                    console.print(report.render(), markup=False)
+                    console.print(f"{job_dir}: not queued (the probe failed)", markup=False, style="red", soft_wrap=True)
+                else:
+                    again = "" if job.state == "queued" and job.attempts == 0 else f" (already {job.state})"
+                    console.print(f"{job_dir}: queued as {job.id}{again}, bundle {job.content_hash[:12]}", markup=False,
+                                  soft_wrap=True)
+    if as_json:
+        print(json.dumps({"task": spec.id, "queue": queue.path, "jobs": rows}))
+    elif any(r["job_id"] for r in rows):
+        console.print(f"queue {queue.path}: {queue.counts()}; drain it with `trainergym worker --backend runpod|local` "
+                      "(or `--backend mock` to rehearse on simulated pods)", markup=False, soft_wrap=True)
+    raise typer.Exit(0 if all(r["job_id"] for r in rows) else 1)
+
+
 @app.command("jobs")
 def jobs(
     job_id: Optional[str] = typer.Argument(None, help="show one job in full"),

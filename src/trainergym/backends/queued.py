@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import uuid
 from pathlib import Path
 
 from trainergym.backends import JobHandle
@@ -11,6 +12,21 @@ from trainergym.infra.queue import Job, JobQueue
 from trainergym.job.bundle import JobBundle
 from trainergym.job.result import FailureReason, RunResult
 from trainergym.task.spec import TaskSpec
+
+
+def enqueue_bundle(queue: JobQueue, workdir: Path, bundle: JobBundle, task: TaskSpec) -> Job:
+    """Keep a validated bundle under `workdir/bundles/<hash>`, where workers read it, and queue it
+    (a bundle already queued, running or done is not queued twice)."""
+    keep = Path(workdir) / "bundles" / bundle.manifest.content_hash
+    if not keep.exists():  # copied aside, then renamed: a concurrent submitter of the same bundle may win
+        part = keep.with_name(f"{keep.name}.part-{uuid.uuid4().hex[:8]}")
+        shutil.copytree(bundle.root, part)
+        try:
+            part.rename(keep)
+        except OSError:
+            shutil.rmtree(part, ignore_errors=True)
+    return queue.enqueue(bundle.manifest.content_hash, task.id, keep, family=bundle.manifest.family,
+                         base_model=bundle.manifest.base_model)
 
 
 def result_from_job(job: Job) -> RunResult:
@@ -30,11 +46,7 @@ class QueueBackend:
     poll_seconds: float
 
     def _enqueue(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
-        keep = self.workdir / "bundles" / bundle.manifest.content_hash
-        if not keep.exists():
-            shutil.copytree(bundle.root, keep)
-        job = self.queue.enqueue(bundle.manifest.content_hash, task.id, keep, family=bundle.manifest.family,
-                                 base_model=bundle.manifest.base_model)
+        job = enqueue_bundle(self.queue, self.workdir, bundle, task)
         return JobHandle(job_id=job.id, content_hash=job.content_hash, backend=self.name)
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
