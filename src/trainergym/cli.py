@@ -466,7 +466,7 @@ def worker(
         for col in ("pod", "gpu", "state", "job"):
             table.add_column(col)
         for pod in pool.live:
-            table.add_row(pod.id or pod.name, f"{pod.rung.gpu_count}x {pod.rung.gpu_type}", pod.state, pod.job_id or "")
+            table.add_row(pod.id or pod.name, pod.gpus, pod.state, pod.job_id or "")
         return table
 
     with Live(view(), console=console, refresh_per_second=2, transient=False) as live:
