@@ -5,7 +5,6 @@ import asyncio
 import pytest
 
 from trainergym.backends import BACKENDS, BackendOptions, BackendUnavailable, make_backend, shared_backend
-from trainergym.backends import local as local_module
 from trainergym.backends.fleet import SimProvider
 from trainergym.backends.local import LocalBackend
 from trainergym.backends.mock import MockBackend
@@ -18,7 +17,7 @@ def options(tmp_path):
 
 
 def test_every_listed_backend_is_built_or_refused(options, monkeypatch):
-    monkeypatch.setattr(local_module, "detect_gpus", lambda: ("NVIDIA A40", 2))
+    monkeypatch.setattr("trainergym.host.deployment.detect_gpus", lambda environ=None: ("NVIDIA A40", 2))
     monkeypatch.setenv("RUNPOD_API_KEY", "rpa_test")
     built = {name: make_backend(name, options) for name in BACKENDS}
     assert isinstance(built["mock"], MockBackend) and built["mock"].seed == 7
@@ -33,7 +32,7 @@ def test_every_listed_backend_is_built_or_refused(options, monkeypatch):
 
 
 def test_refusals_say_why_in_one_line(options, monkeypatch):
-    monkeypatch.setattr(local_module, "detect_gpus", lambda: ("none", 0))
+    monkeypatch.setattr("trainergym.host.deployment.detect_gpus", lambda environ=None: ("none", 0))
     monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
     with pytest.raises(BackendUnavailable, match="nvidia-smi finds none") as no_gpu:
         make_backend("local", options)

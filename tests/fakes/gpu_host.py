@@ -55,6 +55,48 @@ with open(args["--log"], "a") as f:
 """
 
 
+# FAKE_TRAIN in POSIX shell, for a trainer confined under a uid of its own (which cannot run this
+# checkout's Python, under /root): its uid goes to outputs/uid, and whether it could read the
+# file the test puts in place of @SECRET@ (not an argument: the runner shows its trainer those)
+# to outputs/seed.
+FAKE_TRAIN_SH = r"""#!/bin/sh
+mode=$1 outputs=$2 seed=@SECRET@
+id -u > "$outputs/uid"
+if cat "$seed" >/dev/null 2>&1; then echo read > "$outputs/seed"; else echo refused > "$outputs/seed"; fi
+mkdir -p "$outputs/run/broadcasts/step_3"
+for step in 0 1 2; do echo "{\"step\": $step}" >> "$outputs/run/metrics.jsonl"; done
+[ "$mode" = ok ] && : > "$outputs/run/broadcasts/step_3/STABLE"
+exit 0
+"""
+
+
+def fake_nvidia_smi(directory: Path, names=("NVIDIA A40", "NVIDIA A40"), status: int = 0) -> Path:
+    """An `nvidia-smi` in `directory` listing `names` (as `-L` and as `--query-gpu=name` print
+    them) and exiting `status` (a host whose driver is gone exits 9 and lists nothing)."""
+    smi = Path(directory) / "nvidia-smi"
+    if status:
+        by_l = by_name = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    else:
+        by_l = "\n".join(f"GPU {i}: {n} (UUID: GPU-{i})" for i, n in enumerate(names))
+        by_name = "\n".join(names)
+    smi.write_text(f"#!/bin/sh\nif [ \"$1\" = -L ]; then\ncat <<'EOF'\n{by_l}\nEOF\nelse\ncat <<'EOF'\n{by_name}\nEOF\n"
+                   f"fi\nexit {status}\n")
+    smi.chmod(0o755)
+    return smi
+
+
+def fake_commands(directory: Path, train_mode: str = "ok", score_mode: str = "ok") -> dict[str, list[str]]:
+    """Phase commands (as `Commands` fields, or `TRAINERGYM_HOST_COMMANDS`' JSON) running FAKE_TRAIN
+    and FAKE_SCORE from `directory` under this interpreter; setup does nothing. The scorer logs
+    the weights it scored to `directory/s.log`."""
+    directory = Path(directory)
+    (directory / "train.py").write_text(FAKE_TRAIN)
+    (directory / "score.py").write_text(FAKE_SCORE)
+    return {"setup": ["true"], "train": [PY, str(directory / "train.py"), train_mode, "{run_dir}"],
+            "score": [PY, str(directory / "score.py"), "--weights", "{weights}", "--items", "{eval_file}", "--out",
+                      "{score_file}", "--mode", score_mode, "--log", str(directory / "s.log")]}
+
+
 def wait_for(client, job_id, phase, limit=30):
     deadline = time.time() + limit
     while time.time() < deadline:

@@ -5,11 +5,15 @@ a restarted backend on the same database picks up what was queued and re-runs wh
 lease. One worker thread per concurrent job leases a job, runs `Runner` on it while
 heartbeating, and records the result. The hidden eval is handed to the runner only after
 training (the runner calls back for it), from this process's memory.
+
+The host's owner may replace the runner's phase commands with fake executables for tests and dry
+runs (`TRAINERGYM_HOST_COMMANDS`, `Commands.from_env`); a job's files never reach that setting.
 """
 
 from __future__ import annotations
 
-import subprocess
+import hashlib
+import os
 import threading
 import time
 import uuid
@@ -17,26 +21,47 @@ from pathlib import Path
 
 from trainergym.backends import BackendOptions, BackendUnavailable, JobHandle
 from trainergym.backends.queued import QueueBackend, result_from_job
+from trainergym.host import deployment
 from trainergym.host.runner import Commands, Runner, Timeouts
 from trainergym.infra.queue import Job, JobQueue
 from trainergym.job import gpu as gpus
 from trainergym.job import stack
 from trainergym.job.bundle import JobBundle
-from trainergym.job.result import RunResult
+from trainergym.job.result import FailureReason, RunResult
 from trainergym.paths import data_dir
 from trainergym.task import hidden
 from trainergym.task.spec import TaskSpec
 
 
-def detect_gpus() -> tuple[str, int]:
-    """(GPU name, count) from nvidia-smi, or ("none", 0)."""
+# As root, where the work directories live: root's, traversable by every uid (a trainer's own
+# uid must reach prime-rl's env, the model cache and its job's directory) and writable by none.
+ROOT_WORKDIRS = Path("/var/lib/trainergym")
+
+
+def default_workdir() -> Path:
+    """The local backend's work directory when none is given. Not root: `<data dir>/worker` (the
+    trainer keeps our uid). As root the trainer runs under a uid of its own, which cannot traverse
+    the 0700 data directory (nor, usually, /root), and the data directory holds secrets, so it is
+    never opened: `/var/lib/trainergym/worker-<hash of the data directory>`, one per data directory
+    (its pre-score cache belongs to that directory's hidden eval)."""
+    data = data_dir()
+    if os.geteuid() != 0:
+        return data / "worker"
+    return ROOT_WORKDIRS / f"worker-{hashlib.sha256(str(data.resolve()).encode()).hexdigest()[:12]}"
+
+
+def _make_workdir(workdir: Path) -> None:
+    """Create `workdir`; what we create under /var/lib/trainergym is 0755 whatever the umask (no
+    other uid may write where the trainer's inputs live). Raises BackendUnavailable."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return "none", 0
-    names = [line.strip() for line in out.stdout.splitlines() if line.strip()]
-    return (names[0], len(names)) if out.returncode == 0 and names else ("none", 0)
+        for path in [*reversed(workdir.parents), workdir]:
+            if path.is_relative_to(ROOT_WORKDIRS) and not path.exists():
+                path.mkdir(mode=0o755)
+                path.chmod(0o755)
+        workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise BackendUnavailable(f"cannot create the local backend's work directory {workdir} ({e.strerror}); "
+                                 "give it one it can (worker: --workdir)") from None
 
 
 class LocalBackend(QueueBackend):
@@ -55,8 +80,8 @@ class LocalBackend(QueueBackend):
         self.confinement = confinement
         self.queue = queue or JobQueue(self.workdir / "jobs.db")
         self.commands, self.timeouts = commands, timeouts
-        detected = detect_gpus() if gpu is None or gpu_count is None else (gpu, gpu_count)
-        self.gpu, self.gpu_count = gpu or detected[0], gpu_count if gpu_count is not None else detected[1]
+        detected = deployment.detect_gpus() if gpu is None or gpu_count is None else (gpu, gpu_count)
+        self.gpu, self.gpu_count = gpu or detected[0], gpu_count if gpu_count is not None else detected[1] or 0
         self.usd_per_hour, self.concurrency, self.poll_seconds = usd_per_hour, concurrency, poll_seconds
         self.owner = f"local-{uuid.uuid4().hex[:8]}"
         self._runners: dict[str, Runner] = {}
@@ -65,14 +90,20 @@ class LocalBackend(QueueBackend):
 
     @classmethod
     def from_options(cls, options: BackendOptions) -> LocalBackend:
-        """The registry's constructor (`make_backend("local", ...)`); refuses a host without a GPU."""
-        gpu, count = detect_gpus()
-        if count == 0:
+        """The registry's constructor (`make_backend("local", ...)`); refuses a host without a GPU,
+        a malformed `TRAINERGYM_HOST_COMMANDS` and a work directory it cannot create."""
+        gpu, count = deployment.detect_gpus()
+        if not count or gpu == "none":
             raise BackendUnavailable("the local backend trains on this host's GPUs and nvidia-smi finds none here; "
                                      "use --backend mock, or run on a GPU host")
-        workdir = options.workdir or data_dir() / "worker"
-        return cls(workdir, queue=JobQueue(options.queue or data_dir() / "jobs.db"), gpu=gpu, gpu_count=count,
-                   concurrency=options.max_jobs or 1)
+        try:
+            commands = Commands.from_env()
+        except ValueError as e:
+            raise BackendUnavailable(str(e)) from None
+        workdir = options.workdir or default_workdir()
+        _make_workdir(workdir)
+        return cls(workdir, queue=JobQueue(options.queue or data_dir() / "jobs.db"), commands=commands, gpu=gpu,
+                   gpu_count=count, concurrency=options.max_jobs or 1)
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
         """Queue the bundle (deduplicated by content hash) and start worker threads; returns at
@@ -122,6 +153,14 @@ class LocalBackend(QueueBackend):
             self._run(job)
 
     def _run(self, job: Job) -> None:
+        try:
+            self._train(job)
+        except Exception as e:  # noqa: BLE001 - a worker reports, never dies with its job leased
+            self.queue.fail(job.id, self.owner, RunResult.failed(
+                FailureReason.RUNNER_ERROR, f"{type(e).__name__}: {e}", base_model=job.base_model, gpu=self.gpu,
+                gpu_count=self.gpu_count))
+
+    def _train(self, job: Job) -> None:
         rate = self.usd_per_hour or gpus.list_price(self.gpu)
         runner = Runner(Path(job.bundle), self.workdir / "runs" / f"{job.id}-{job.attempts}",
                         lambda: [ex.model_dump() for ex in hidden.hidden_eval(job.family)], job.family, job.base_model,

@@ -214,18 +214,24 @@ class Confinement:
             return
         for path in [*writable, writable[-1] / "tmp"]:
             os.chown(path, self.uid, self.uid)
-        for path in run:
-            interpreter = _interpreter(path) if path.is_file() else None
-            for target in filter(None, (path, interpreter)):
-                blocked = _searchable(target, self.uid) if target.exists() else None
-                if blocked is not None:
-                    raise ConfinementError(f"the trainer's uid cannot reach {target}: {blocked} is closed to others "
-                                           "(put the host's directories where every user may traverse them)")
+        self.check_reach([*run, *filter(None, (_interpreter(p) for p in run if p.is_file()))])
         for path in protected:
             if path.exists():
                 st = os.stat(path)
                 if st.st_uid == self.uid or st.st_mode & stat.S_IWOTH:
                     raise ConfinementError(f"{path} is writable by the trainer's uid")
+
+    def check_reach(self, paths: list[Path]) -> None:
+        """Raise ConfinementError unless the trainer's own uid (if it has one) can traverse to each
+        existing path of `paths` and read it: the runner asks before setup, so a work directory
+        behind a closed one fails at once, not after an install."""
+        if self.uid is None:
+            return
+        for target in paths:
+            blocked = _searchable(target, self.uid) if target.exists() else None
+            if blocked is not None:
+                raise ConfinementError(f"the trainer's uid cannot reach {target}: {blocked} is closed to others "
+                                       "(put the host's directories where every user may traverse them)")
 
     def command(self, argv: list[str], writable: list[Path], shown: list[Path], hidden: list[Path]) -> list[str]:
         """`argv` confined. Under bwrap, `hidden` directories and /tmp are emptied (then the

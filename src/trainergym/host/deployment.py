@@ -1,4 +1,5 @@
-"""The GPU split: how many GPUs this host has, and the `[deployment]` the runner gives prime-rl.
+"""The GPU split: which GPUs this host has (nvidia-smi), and the `[deployment]` the runner gives
+prime-rl.
 
 A bundle's rl.toml carries no `[deployment]`, so its content hash is the same wherever it runs;
 the runner renders its own copy on the host, with the GPUs it can see split between inference
@@ -19,21 +20,37 @@ import tomli_w
 MIN_GPUS = 2  # one trains, one serves the rollouts
 
 
-def visible_gpus(environ: Mapping[str, str] = os.environ) -> int | None:
-    """The GPUs a job here may use: those `CUDA_VISIBLE_DEVICES` names when it is set, else those
-    `nvidia-smi -L` lists (0 when it fails); None when neither can tell (no nvidia-smi)."""
-    listed = environ.get("CUDA_VISIBLE_DEVICES")
-    if listed is not None:
-        ids = [d.strip() for d in listed.split(",") if d.strip()]
-        # CUDA stops enumerating at the first invalid id; "-1" is the usual way to hide them all.
-        return 0 if not ids or ids[0].startswith("-") else len(ids)
+def _nvidia_smi_names() -> list[str] | None:
+    """The names of the GPUs nvidia-smi lists, in its order ([] when it fails); None without
+    nvidia-smi. The one place this host's GPUs are queried."""
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
     except FileNotFoundError:
         return None
     except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(line.startswith("GPU ") for line in out.stdout.splitlines()) if out.returncode == 0 else 0
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
+
+
+def detect_gpus(environ: Mapping[str, str] = os.environ) -> tuple[str, int | None]:
+    """The GPUs a job here may use, as (name, count). The count is what `CUDA_VISIBLE_DEVICES`
+    names when it is set, else what nvidia-smi lists (0 when it fails); None when neither can tell
+    (no nvidia-smi). The name is nvidia-smi's for the first of those GPUs, "none" when it names none."""
+    names = _nvidia_smi_names()
+    listed = environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is None:
+        return (names[0] if names else "none"), (None if names is None else len(names))
+    ids = [d.strip() for d in listed.split(",") if d.strip()]
+    # CUDA stops enumerating at the first invalid id; "-1" is the usual way to hide them all.
+    count = 0 if not ids or ids[0].startswith("-") else len(ids)
+    first = int(ids[0]) if count and ids[0].isdigit() and int(ids[0]) < len(names or ()) else 0
+    return (names[first] if names and count else "none"), count
+
+
+def visible_gpus(environ: Mapping[str, str] = os.environ) -> int | None:
+    """How many GPUs a job here may use (`detect_gpus`' count): None when nothing here can tell."""
+    return detect_gpus(environ)[1]
 
 
 def split(gpus: int) -> dict[str, int]:

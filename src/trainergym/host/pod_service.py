@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from trainergym.host.deployment import visible_gpus
+from trainergym.host.deployment import detect_gpus, visible_gpus
 from trainergym.host.runner import Commands, Runner, Timeouts
 from trainergym.job.result import FailureReason, RunResult
 
@@ -167,19 +167,25 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int |
 def settings_from_env(environ=os.environ) -> dict:
     """The service's settings on a pod: the pool sends them as one base64 JSON object
     (`TRAINERGYM_ENV_B64`, so no quoting reaches the provider's API); plain variables work too.
-    The GPU count is what the pod shows (nvidia-smi), else what the pool rented
-    (`TRAINERGYM_GPU_COUNT`). `TRAINERGYM_POD_COMMANDS` (JSON) replaces phase commands, for fake
-    pods in tests; `TRAINERGYM_TRAINER_CONFINEMENT` picks the train phase's confinement."""
+    The GPUs are what the pod shows (nvidia-smi: the provider may hand out another type than the
+    pool asked for), else what the pool rented (`TRAINERGYM_GPU`, `TRAINERGYM_GPU_COUNT`).
+    `TRAINERGYM_HOST_COMMANDS` (or the older `TRAINERGYM_POD_COMMANDS`: `Commands.from_env`)
+    replaces phase commands, for fake pods in tests; `TRAINERGYM_TRAINER_CONFINEMENT` picks the
+    train phase's confinement."""
     env = dict(environ)
     if env.get("TRAINERGYM_ENV_B64"):
         env.update(json.loads(base64.b64decode(env["TRAINERGYM_ENV_B64"])))
     token = env.get("TRAINERGYM_POD_TOKEN")
     if not token:
         raise SystemExit("no TRAINERGYM_POD_TOKEN: the pool sets it when it creates the pod; refusing to serve unauthenticated")
-    commands = Commands(**json.loads(env["TRAINERGYM_POD_COMMANDS"])) if env.get("TRAINERGYM_POD_COMMANDS") else None
-    seen = visible_gpus(env)
+    try:
+        commands = Commands.from_env(env)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    name, seen = detect_gpus(env)
     gpu_count = seen if seen is not None else int(env.get("TRAINERGYM_GPU_COUNT", 0))
-    return {"token": token, "gpu": env.get("TRAINERGYM_GPU", "unknown"), "gpu_count": gpu_count,
+    gpu = name if name != "none" else env.get("TRAINERGYM_GPU", "unknown")
+    return {"token": token, "gpu": gpu, "gpu_count": gpu_count,
             "usd_per_hour": float(env.get("TRAINERGYM_USD_PER_HOUR", 0.0)), "install": env.get("TRAINERGYM_INSTALL", "trainergym"),
             "commands": commands, "confinement": env.get("TRAINERGYM_TRAINER_CONFINEMENT")}
 

@@ -18,8 +18,8 @@ is gone, into a directory the job's code never saw, and agent code does not run 
 Every phase has a timeout and a named failure reason. `status.json` carries a heartbeat and
 progress for the pod service to report.
 
-The real commands are the defaults (`Commands`); tests swap in fake executables to exercise
-the orchestration. Placeholders in a command: {root} {host} {prime_rl} {scorer} {hub} {rl_toml}
+The real commands are the defaults (`Commands`); tests and dry runs swap in fake executables to
+exercise the orchestration (in code, or as the host's owner with `TRAINERGYM_HOST_COMMANDS`). Placeholders in a command: {root} {host} {prime_rl} {scorer} {hub} {rl_toml}
 {package} {family} {model} {weights} {eval_file} {score_file} {run_dir} {home} {install}.
 """
 
@@ -35,8 +35,8 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from trainergym.host.confinement import Confinement, ConfinementError
@@ -94,6 +94,32 @@ class Commands:
         "{scorer}/bin/python", "-I", "-X", "pycache_prefix={scorer}/pycache", "-m", "trainergym.host.scorer",
         "--family", "{family}", "--weights", "{weights}", "--base-model", "{model}", "--items", "{eval_file}",
         "--out", "{score_file}", "--vllm", "{prime_rl}/.venv/bin/vllm"])
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Commands | None:
+        """The phase commands a host's owner set in `TRAINERGYM_HOST_COMMANDS` (the pod's older
+        `TRAINERGYM_POD_COMMANDS` too): a JSON object of some of setup, train and score, each an
+        argv, replacing the real ones with fake executables for tests and dry runs. None when
+        unset; ValueError (one line) when it is not such an object. Only the host's environment
+        sets it: a job's files never reach it."""
+        name = next((n for n in COMMANDS_ENV if environ.get(n)), None)
+        if name is None:
+            return None
+        try:
+            given = json.loads(environ[name])
+        except ValueError as e:
+            raise ValueError(f"{name} is not JSON: {e}") from None
+        phases = {f.name for f in fields(cls)}
+        if not isinstance(given, dict) or not set(given) <= phases or not all(
+                isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv) for argv in given.values()):
+            raise ValueError(f"{name} must be a JSON object mapping some of {', '.join(sorted(phases))} to a "
+                             "non-empty list of strings")
+        return cls(**given)
+
+
+# Where a host's owner replaces the phase commands (`Commands.from_env`): the name for every host,
+# then the pod service's older one.
+COMMANDS_ENV = ("TRAINERGYM_HOST_COMMANDS", "TRAINERGYM_POD_COMMANDS")
 
 
 @dataclass
@@ -156,6 +182,9 @@ class Runner:
         self.deployment: dict[str, int] = {}
         self.root.mkdir(parents=True, exist_ok=True)
         self.log_path = self.root / "runner.log"
+        # The log (the scorer's output) and the result (its tail) are the runner's alone: a later
+        # job's trainer may traverse this directory.
+        self.log_path.touch(mode=0o600)
         self._phase, self._progress, self._cancel = "created", {}, threading.Event()
 
     @property
@@ -268,6 +297,10 @@ class Runner:
             raise PhaseFailed(FailureReason.RUNNER_ERROR, self.confinement.describe())
         self.host.mkdir(parents=True, exist_ok=True)
         self.tmp.mkdir(mode=0o700, exist_ok=True)
+        try:  # now, not after setup: a work directory behind a closed one (a 0700 home) fails at once
+            self.confinement.check_reach([self.root, self.host])
+        except ConfinementError as e:
+            raise PhaseFailed(FailureReason.RUNNER_ERROR, str(e)) from None
         self._log(f"== {self.gpu_count} GPUs: {self.deployment}; trainer: {self.confinement.describe()}")
 
     def _train(self) -> None:
@@ -374,7 +407,8 @@ class Runner:
                            source="measured", details=details)
         self._phase = "done"
         self._status(result=result.status)
-        (self.root / "result.json").write_text(result.model_dump_json(indent=2))
+        with os.fdopen(os.open(self.root / "result.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(result.model_dump_json(indent=2))
         return result
 
     def cancel(self) -> None:
