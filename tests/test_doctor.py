@@ -1,18 +1,19 @@
-"""`trainergym doctor`'s training section, against a fake nvidia-smi on PATH and a fake Runpod key
-server on 127.0.0.1: every line that is not ok names what is missing and what to do."""
+"""`trainergym doctor`'s training section, against a fake nvidia-smi on PATH and the fake Runpod
+REST API (tests/fakes/runpod_rest_api.py) on 127.0.0.1: every line that is not ok names what is
+missing and what to do."""
 
 import io
 import json
 import os
 import shutil
 import tempfile
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from tests.fakes.runpod_api import World
+from tests.fakes.runpod_rest_api import FakeRunpodRest
 from trainergym import doctor
 from trainergym.job import stack_env
 
@@ -180,37 +181,17 @@ def test_stack_not_built_says_how_to_build_it(host, monkeypatch):
     assert doctor.stack_check(built).status == "ok"
 
 
-class KeyServer(BaseHTTPRequestHandler):
-    """Runpod's `GET /v2/pods`: two pods for the key "rpa_GOODKEY", 401 for any other."""
-
-    seen: list[tuple[str, str, str]] = []
-
-    def _answer(self):
-        KeyServer.seen.append((self.command, self.path, self.headers.get("Authorization", "")))
-        ok = self.command == "GET" and self.path == "/v2/pods" and self.headers.get("Authorization") == "Bearer rpa_GOODKEY"
-        body = json.dumps([{"id": "p1", "name": "trainergym-ab12"}, {"id": "p2", "name": "notebook"}] if ok else
-                          {"error": "unauthorized"}).encode()
-        self.send_response(200 if ok else 401)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = do_DELETE = _answer
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture
-def key_server(monkeypatch):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), KeyServer)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    KeyServer.seen = []
-    monkeypatch.setenv("RUNPOD_REST_URL", f"http://127.0.0.1:{server.server_address[1]}")
-    yield KeyServer.seen
-    server.shutdown()
-    server.server_close()
+def runpod(monkeypatch):
+    """The fake Runpod REST API v2 (key "test-key"), holding one pod of ours and one not; its
+    `world.calls` records every call that reached the API."""
+    world = World()
+    world.create_pod("trainergym-ab12", "NVIDIA A40", 2, "SECURE", [])
+    world.create_pod("notebook", "NVIDIA RTX A5000", 1, "SECURE", [])
+    api = FakeRunpodRest(world)
+    monkeypatch.setenv("RUNPOD_REST_URL", api.url)
+    yield world
+    api.close()
 
 
 def test_runpod_key_unset(host):
@@ -219,27 +200,44 @@ def test_runpod_key_unset(host):
     assert runpod["runpod key"].needed_for == ("runpod",)
 
 
-def test_a_good_key_is_checked_with_one_read_only_call(host, key_server, monkeypatch, workdir):
-    monkeypatch.setenv("RUNPOD_API_KEY", "rpa_GOODKEY")
+def test_a_good_key_is_checked_with_one_read_only_call(host, runpod, monkeypatch, workdir):
+    monkeypatch.setenv("RUNPOD_API_KEY", "test-key")
     monkeypatch.setenv("TRAINERGYM_INSTALL", "trainergym @ https://example.invalid/trainergym-0.1.0-py3-none-any.whl")
-    runpod = {c.name: c for c in doctor.runpod_checks()}
-    assert key_server == [("GET", "/v2/pods", "Bearer rpa_GOODKEY")]
-    assert runpod["runpod key"].status == "ok" and "2 pod(s)" in runpod["runpod key"].found
-    assert "1 named trainergym-*" in runpod["runpod key"].found and "reaps" in runpod["runpod key"].todo
-    assert runpod["pod install"].status == "ok"
+    found = {c.name: c for c in doctor.runpod_checks()}
+    assert runpod.calls == [("pods", {})]
+    assert found["runpod key"].status == "ok" and "2 pod(s)" in found["runpod key"].found
+    assert "1 named trainergym-*" in found["runpod key"].found and "reaps" in found["runpod key"].todo
+    assert found["pod install"].status == "ok"
     fake_nvidia_smi(host, [], fail=True)
     status, data, text = report(backend="runpod", workdir=workdir)
     assert data["missing"]["runpod"] == [] and status == (1 if data["runs"] == "unavailable" else 0)
-    assert "--backend runpod: ready" in text and "rpa_GOODKEY" not in text  # the key is never shown
+    assert "--backend runpod: ready" in text and "test-key" not in text  # the key is never shown
 
 
-def test_a_refused_key_says_to_make_a_new_one(host, key_server, monkeypatch, workdir):
+def test_a_refused_key_says_to_set_a_valid_one(host, runpod, monkeypatch, workdir):
     monkeypatch.setenv("RUNPOD_API_KEY", "rpa_STALEKEY")
     check = {c.name: c for c in doctor.runpod_checks()}["runpod key"]
-    assert len(key_server) == 1 and check.status == "missing"
-    assert_says_what_to_do(check, "Runpod refused RUNPOD_API_KEY (HTTP 401)", "create a new key")
+    assert check.status == "missing" and runpod.calls == []
+    assert_says_what_to_do(check, "Runpod refused RUNPOD_API_KEY", "401", "set RUNPOD_API_KEY to a valid key")
     status, data, text = report(backend="runpod", workdir=workdir)
     assert status == 1 and "runpod key" in data["missing"]["runpod"] and "rpa_STALEKEY" not in text
+
+
+def test_an_account_without_balance_is_refused_too(host, runpod, monkeypatch):
+    monkeypatch.setenv("RUNPOD_API_KEY", "test-key")
+    runpod.http_fail_next.append((402, json.dumps({"title": "Payment Required", "status": 402,
+                                                   "detail": "insufficient balance"}).encode()))
+    check = {c.name: c for c in doctor.runpod_checks()}["runpod key"]
+    assert_says_what_to_do(check, "no balance", "add credit")
+    assert check.status == "missing"
+
+
+def test_a_rate_limit_is_not_waited_out_and_only_warns(host, runpod, monkeypatch):
+    monkeypatch.setenv("RUNPOD_API_KEY", "test-key")
+    runpod.throttle_next = 2
+    check = {c.name: c for c in doctor.runpod_checks()}["runpod key"]
+    assert runpod.throttle_next == 1  # one request, no retry
+    assert_says_what_to_do(check, "could not check RUNPOD_API_KEY", "rate limited", "run `trainergym doctor` again")
 
 
 def test_an_unreachable_api_warns_without_blaming_the_key(host, monkeypatch):
@@ -249,7 +247,7 @@ def test_an_unreachable_api_warns_without_blaming_the_key(host, monkeypatch):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv("RUNPOD_REST_URL", f"http://127.0.0.1:{port}")
-    monkeypatch.setenv("RUNPOD_API_KEY", "rpa_GOODKEY")
+    monkeypatch.setenv("RUNPOD_API_KEY", "test-key")
     check = {c.name: c for c in doctor.runpod_checks()}["runpod key"]
     assert check.status == "warn"
     assert_says_what_to_do(check, "could not check RUNPOD_API_KEY", "RUNPOD_REST_URL")

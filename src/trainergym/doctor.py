@@ -31,7 +31,6 @@ BACKENDS = ("local", "runpod")  # what `run(backend=...)` can be asked to check 
 # checkout and its venv (torch, vLLM), the scorer's venv, the base model, a job's checkpoints. The
 # Runpod pods the pool rents get the same (`container_disk_gb=60` in trainergym.infra.runpod_graphql).
 DISK_NEEDED_GB = 60
-DEFAULT_REST_URL = "https://api.runpod.io"
 LARGER_MODEL = "Qwen/Qwen3-1.7B"  # agents shown the baselines pick it (BRIEF.md: 95% of episodes)
 
 
@@ -237,29 +236,17 @@ def stack_check(built) -> Check:
 # --- Runpod -----------------------------------------------------------------------------------------
 
 def runpod_pod_names(api_key: str, environ: Mapping[str, str] = os.environ) -> list[str]:
-    """The names of the pods the key's account holds, asked with ONE read-only call
-    (`GET {RUNPOD_REST_URL}/v2/pods`, bearer auth). Raises AuthError when Runpod refuses the key,
-    ProviderError for anything else. (To become `RunpodRestProvider.list()` once it exists.)"""
-    import httpx
+    """The names of the account's pods, asked with ONE read-only call: `RunpodRestProvider.list()`
+    (`GET {RUNPOD_REST_URL}/v2/pods`, bearer auth), a 429 not waited out. Raises AuthError when
+    Runpod refuses the key (or the account has no balance), another ProviderError otherwise."""
+    from trainergym.infra.runpod_rest import RunpodRestProvider
 
-    from trainergym.infra.pool import AuthError, ProviderError
-
-    base = environ.get("RUNPOD_REST_URL", DEFAULT_REST_URL).rstrip("/")
+    provider = RunpodRestProvider(api_key=api_key, base_url=environ.get("RUNPOD_REST_URL"), timeout=15.0,
+                                  rate_limit_retries=0)
     try:
-        response = httpx.get(f"{base}/v2/pods", headers={"Authorization": f"Bearer {api_key}"}, timeout=15.0)
-    except httpx.HTTPError as e:
-        raise ProviderError(f"{base} did not answer ({type(e).__name__})") from None
-    if response.status_code in (401, 403):
-        raise AuthError(f"HTTP {response.status_code}")
-    if response.status_code != 200:
-        raise ProviderError(f"{base}/v2/pods answered HTTP {response.status_code}")
-    try:
-        body = response.json()
-    except ValueError:
-        raise ProviderError(f"{base}/v2/pods answered with something other than JSON") from None
-    pods = body if isinstance(body, list) else next((v for v in body.values() if isinstance(v, list)), []) \
-        if isinstance(body, dict) else []
-    return [str(p.get("name", "")) for p in pods if isinstance(p, dict)]
+        return [pod.name for pod in provider.list()]
+    finally:
+        provider.close()
 
 
 def runpod_checks(environ: Mapping[str, str] = os.environ) -> list[Check]:
@@ -276,11 +263,12 @@ def runpod_checks(environ: Mapping[str, str] = os.environ) -> list[Check]:
         try:
             names = runpod_pod_names(key, environ)
         except AuthError as e:
-            checks.append(Check("runpod key", "missing", f"Runpod refused RUNPOD_API_KEY ({e})", "create a new key in "
-                                "Runpod's console (Settings -> API Keys) and set RUNPOD_API_KEY to it", ("runpod",)))
+            checks.append(Check("runpod key", "missing", f"Runpod refused RUNPOD_API_KEY ({e})", "set RUNPOD_API_KEY "
+                                "to a valid key from Runpod's console (Settings -> API Keys); no balance: add credit",
+                                ("runpod",)))
         except ProviderError as e:
-            checks.append(Check("runpod key", "warn", f"could not check RUNPOD_API_KEY: {e}", "check the network "
-                                "(or RUNPOD_REST_URL) and run `trainergym doctor` again", ("runpod",)))
+            checks.append(Check("runpod key", "warn", f"could not check RUNPOD_API_KEY: {e}", "check the network, "
+                                "RUNPOD_REST_URL and the key's permissions, then run `trainergym doctor` again", ("runpod",)))
         else:
             ours = sum(n.startswith("trainergym-") for n in names)
             checks.append(Check("runpod key", "ok", f"Runpod accepted RUNPOD_API_KEY: {len(names)} pod(s) on the "
