@@ -37,7 +37,7 @@ REWARD_NOISE = typer.Option(True, "--reward-noise/--no-reward-noise",
 MODEL = typer.Option(None, help="llm agent: model id at the endpoint (default openai/gpt-4.1-mini)")
 BASE_URL = typer.Option(None, help="llm agent: OpenAI-compatible base URL (default OpenRouter)")
 API_KEY_ENV = typer.Option(None, help="llm agent: variable holding the API key (default OPENROUTER_API_KEY)")
-BUDGET = typer.Option(None, help="llm agent: dollars one episode may spend; it stops before passing them")
+BUDGET = typer.Option(None, min=0.0, help="llm agent: dollars one episode may spend; it stops before passing them")
 STREAM = typer.Option(False, "--stream", help="llm agent: stream responses")
 PRICES = typer.Option(None, help="llm agent: TOML file of prices per model, over the packaged table")
 
@@ -50,15 +50,66 @@ def _agent_factory(agent: str, model, base_url, api_key_env, budget_usd, stream,
            "stream": stream, "prices": prices} if agent == "llm" else {}
     try:
         make_agent(agent, **llm)
-    except ValueError as e:
-        raise typer.BadParameter(str(e)) from None
+    except OSError as e:
+        raise _usage_error(f"--prices {prices} cannot be read: {e.strerror or e}") from None
+    except ValueError as e:  # an unknown agent or model, a prices file that is not TOML
+        raise _usage_error(str(e) if prices is None else f"{e} (--prices {prices})") from None
     return lambda: make_agent(agent, **llm)
 
 
 def _usage_error(message: str) -> typer.Exit:
-    """One line on stderr for a user error; the caller raises the returned exit (status 2)."""
-    Console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    """One line on stderr for a user error (printed as it is: `[[rung]]` is no markup); the caller
+    raises the returned exit (status 2)."""
+    from rich.text import Text
+
+    Console(stderr=True).print(Text.assemble(("error: ", "red"), " ".join(message.split())), highlight=False, soft_wrap=True)
     return typer.Exit(2)
+
+
+def _task(task: Optional[Path], family: Optional[str]):
+    """The task spec named by --task or --family (None when neither is given), or one line saying
+    what is wrong with them (exit 2)."""
+    import tomllib
+
+    from trainergym.task.spec import load_task
+
+    if task is not None and family is not None:
+        raise _usage_error("give --task or --family, not both")
+    if task is None and family is None:
+        return None
+    try:
+        return load_task(task or family)
+    except KeyError as e:  # an unknown family
+        raise _usage_error(e.args[0]) from None
+    except tomllib.TOMLDecodeError as e:
+        raise _usage_error(f"task file {task} is not valid TOML: {e}") from None
+    except (ValueError, OSError) as e:
+        raise _usage_error(str(e)) from None
+
+
+def _queue(db: Optional[Path]):
+    """The job queue at --db (default `<data dir>/jobs.db`), or one line when its directory does not
+    exist (a typo must not create a new, empty queue somewhere)."""
+    from trainergym.infra.queue import JobQueue
+
+    if db is not None and not db.parent.is_dir():
+        raise _usage_error(f"--db {db}: the directory {db.parent} does not exist; give the path of a queue database "
+                           "(default <data dir>/jobs.db)")
+    try:
+        return JobQueue(db or data_dir() / "jobs.db")
+    except Exception as e:  # noqa: BLE001 - sqlite3 and OS errors: not a database we can open
+        raise _usage_error(f"--db {db or data_dir() / 'jobs.db'} cannot be opened as a queue: {e}") from None
+
+
+def _writable_dir(path: Path, option: str) -> Path:
+    """`path`, created if needed, or one line saying it cannot be written (exit 2)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise _usage_error(f"{option} {path} cannot be created: {e.strerror or e}; give a writable directory") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise _usage_error(f"{option} {path} is not writable; give a writable directory")
+    return path
 
 
 def _backend(name: str, worker: bool = False, **options):
@@ -74,8 +125,8 @@ def _backend(name: str, worker: bool = False, **options):
 
 
 def _options(task: Optional[Path], family: Optional[str]) -> Optional[dict]:
-    if task is not None and family is not None:
-        raise typer.BadParameter("give --task or --family, not both")
+    """The episode options for --task / --family, checked now rather than mid-episode."""
+    _task(task, family)
     return {"task": task or family} if (task or family) else None
 
 
@@ -98,6 +149,7 @@ def episode(
 
     options = _options(task, family)
     the_agent = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)()
+    runs_dir = _writable_dir(runs_dir, "--runs-dir")
     env = AsyncTrainerEnv(backend=_backend(backend, seed=seed), runs_dir=runs_dir, reward_noise=reward_noise)
     try:
         info = asyncio.run(run_episode(env, the_agent, seed=seed, options=options))
@@ -161,9 +213,11 @@ def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_job
 
     from trainergym.agents.batch import run_many
 
+    runs_dir = _writable_dir(runs_dir, "--runs-dir")
     chosen = _backend(backend, seed=seed)
+    # On stderr, so that stdout holds only the table or the JSON (`batch --json | jq` works).
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as progress:
+                  console=Console(stderr=True)) as progress:
         bar = progress.add_task("episodes", total=n)
 
         def done(summary) -> None:
@@ -175,9 +229,9 @@ def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_job
 
 @app.command()
 def batch(
-    n: int = typer.Option(8, help="episodes to run"),
-    concurrency: int = typer.Option(8, help="episodes running at once"),
-    max_gpu_jobs: int = typer.Option(4, help="training jobs in flight at once"),
+    n: int = typer.Option(8, min=1, help="episodes to run"),
+    concurrency: int = typer.Option(8, min=1, help="episodes running at once"),
+    max_gpu_jobs: int = typer.Option(4, min=1, help="training jobs in flight at once"),
     task: Optional[Path] = TASK,
     family: Optional[str] = FAMILY,
     agent: str = AGENT,
@@ -219,10 +273,10 @@ def batch(
 @app.command("eval-agent")
 def eval_agent(
     family: str = typer.Option("triage", help="the family to evaluate on (triage is the held-out one)"),
-    n: int = typer.Option(10, help="episodes"),
+    n: int = typer.Option(10, min=1, help="episodes"),
     agent: str = AGENT,
-    concurrency: int = typer.Option(8, help="episodes running at once"),
-    max_gpu_jobs: int = typer.Option(4, help="training jobs in flight at once"),
+    concurrency: int = typer.Option(8, min=1, help="episodes running at once"),
+    max_gpu_jobs: int = typer.Option(4, min=1, help="training jobs in flight at once"),
     backend: str = BACKEND,
     seed: int = typer.Option(0, help="seed of the first episode"),
     runs_dir: Path = RUNS_DIR,
@@ -235,7 +289,7 @@ def eval_agent(
     from trainergym.agents.batch import held_out_table
     from trainergym.task.spec import get_family
 
-    fam = get_family(family)
+    fam = get_family(_task(None, family).family)
     make = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)
     table_row = held_out_table(_run_many(make, backend, n, {"family": family}, concurrency, max_gpu_jobs, seed, runs_dir,
                                          reward_noise))
@@ -272,13 +326,11 @@ def probe_job(
     from trainergym.probe.checks import probe
     from trainergym.task.spec import load_task
 
-    if task is not None and family is not None:
-        raise typer.BadParameter("give --task or --family, not both")
+    spec = _task(task, family) or load_task("calc_chain")
     if not job_dir.is_dir():
-        raise typer.BadParameter(f"{job_dir} is not a directory")
+        raise _usage_error(f"{job_dir} is not a directory: give a job directory holding job.toml and taskset/")
     if bundle_out is not None:
         _refuse_unusable_out(bundle_out)  # before the probe, which takes a while
-    spec = load_task(task or family or "calc_chain")
     written = None
     with tempfile.TemporaryDirectory(prefix="tg-probe-cli-") as tmp:
         report, bundle = probe(job_dir.resolve(), spec, Path(tmp) / "bundle")
@@ -363,22 +415,15 @@ def submit(
     import tempfile
 
     from trainergym.backends.queued import enqueue_bundle
-    from trainergym.infra.queue import JobQueue
     from trainergym.probe.checks import probe
-    from trainergym.task.spec import load_task
 
-    if task is None and family is None:
+    spec = _task(task, family)
+    if spec is None:
         raise _usage_error("say which task the jobs are for: --family F (e.g. calc_chain) or --task FILE")
-    if task is not None and family is not None:
-        raise _usage_error("give --task or --family, not both")
     for job_dir in job_dirs:
         if not job_dir.is_dir():
             raise _usage_error(f"{job_dir} is not a directory: give job directories holding job.toml and taskset/")
-    try:
-        spec = load_task(task or family)
-    except (KeyError, ValueError, OSError) as e:
-        raise _usage_error(str(e).strip('"')) from None
-    queue = JobQueue(db or data_dir() / "jobs.db")
+    queue = _queue(db)
     keep = workdir or data_dir() / "worker"
     rows = []
     with tempfile.TemporaryDirectory(prefix="tg-submit-") as tmp:
@@ -412,14 +457,17 @@ def jobs(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
 ) -> None:
     """List and inspect the jobs of the durable queue."""
-    from trainergym.infra.queue import JobQueue
+    from typing import get_args
 
-    queue = JobQueue(db or data_dir() / "jobs.db")
+    from trainergym.infra.queue import State
+
+    if state is not None and state not in get_args(State):
+        raise _usage_error(f"--state {state!r} is not a job state; use one of {', '.join(get_args(State))}")
+    queue = _queue(db)
     if job_id:
         job = queue.get(job_id)
         if job is None:
-            console.print(f"no job {job_id!r}")
-            raise typer.Exit(1)
+            raise _usage_error(f"no job {job_id!r} in {queue.path}; `trainergym jobs` lists them")
         print(job.model_dump_json(indent=2))
         return
     rows = queue.jobs(state)  # type: ignore[arg-type]
@@ -451,6 +499,7 @@ def worker(
 
     if backend not in ("runpod", "local", "mock"):
         raise _usage_error(f"unknown worker backend {backend!r}; available: runpod, local, mock")
+    _queue(db)  # a --db in a missing directory is refused before any pod is rented
     # A worker drains the queue: its `mock` is the simulated fleet, not the in-process surrogate.
     runner = _backend("fleet" if backend == "mock" else backend, worker=True, seed=seed, workdir=workdir, queue=db,
                       max_jobs=max_pods, ladder=ladder)
@@ -506,6 +555,9 @@ def costs(
 
     ledger = Ledger()
     rows = ledger.rows(episode) if episode else ledger.by_source()
+    if episode and not rows:
+        raise _usage_error(f"no entries for episode {episode!r} in {ledger.path}; `trainergym costs` shows every entry, "
+                           "and an episode's id is its runs/ folder's name")
     if as_json:
         print(json.dumps({"ledger": str(ledger.path), "rows": rows, "total": ledger.totals(episode=episode)}))
         return

@@ -1,0 +1,62 @@
+"""Every subcommand given bad input fails in one line: exit status 2, no traceback, a message that
+names the bad value and what to do, and nothing created or changed."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from trainergym.cli import app
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad")
+    (root / "bad.toml").write_text('id = "x"\n[bounds\n')
+    (root / "nofamily.toml").write_text('id = "x"\n')
+    (root / "job").mkdir()
+    return root
+
+
+CASES = [  # (arguments, what the message must say)
+    (["episode", "--family", "nosuch"], "unknown family 'nosuch'; installed: calc_chain"),
+    (["episode", "--task", "{root}/missing.toml"], "missing.toml does not exist"),
+    (["episode", "--task", "{root}/bad.toml"], "bad.toml is not valid TOML"),
+    (["episode", "--task", "{root}/nofamily.toml"], "names no `family`"),
+    (["episode", "--family", "calc_chain", "--task", "{root}/bad.toml"], "give --task or --family, not both"),
+    (["episode", "--agent", "nosuch"], "nosuch"),
+    (["episode", "--backend", "nosuch"], "unknown backend 'nosuch'"),
+    (["episode", "--runs-dir", "/proc/runs"], "--runs-dir /proc/runs cannot be created"),
+    (["episode", "--agent", "llm", "--prices", "{root}/missing.toml"], "--prices {root}/missing.toml cannot be read"),
+    (["episode", "--agent", "llm", "--budget-usd", "-1"], "--budget-usd"),
+    (["batch", "--n", "-3"], "--n"),
+    (["batch", "--concurrency", "0"], "--concurrency"),
+    (["batch", "--max-gpu-jobs", "0"], "--max-gpu-jobs"),
+    (["eval-agent", "--family", "nosuch"], "unknown family 'nosuch'"),
+    (["eval-agent", "--n", "-1"], "--n"),
+    (["probe", "{root}/job", "--family", "nosuch"], "unknown family 'nosuch'"),
+    (["probe", "{root}/job", "--task", "{root}/missing.toml"], "missing.toml does not exist"),
+    (["probe", "{root}/missing", "--family", "calc_chain"], "missing is not a directory"),
+    (["submit", "{root}/job"], "--family"),
+    (["submit", "{root}/missing", "--family", "calc_chain"], "missing is not a directory"),
+    (["jobs", "--db", "{root}/nowhere/jobs.db"], "nowhere does not exist"),
+    (["jobs", "--state", "bogus", "--db", "{root}/jobs.db"], "--state 'bogus' is not a job state; use one of queued"),
+    (["jobs", "nosuchjob", "--db", "{root}/jobs.db"], "no job 'nosuchjob'"),
+    (["worker", "--backend", "nosuch"], "unknown worker backend 'nosuch'"),
+    (["worker", "--ladder", "{root}/missing.toml", "--db", "{root}/jobs.db"], "not a ladder of [[rung]] tables"),
+    (["worker", "--db", "{root}/nowhere/jobs.db"], "nowhere does not exist"),
+    (["costs", "--episode", "nope"], "no entries for episode 'nope'"),
+]
+
+
+@pytest.mark.parametrize("args, says", CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_bad_input_fails_in_one_line(files, monkeypatch, args, says):
+    monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
+    args = [a.format(root=files) for a in args]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, (result.stdout, result.stderr, result.exception)
+    assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.stderr and says.format(root=files) in " ".join(result.stderr.split()), result.stderr
+    if result.stderr.startswith("error:"):  # ours; the option parser's own errors come boxed
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert not (files / "nowhere").exists()  # a typo creates nothing
