@@ -4,7 +4,8 @@ The SDK reads the API key from `runpod.api_key` (we set it from `RUNPOD_API_KEY`
 URL from `RUNPOD_API_BASE_URL` on every call, which is how tests point it at a fake on
 127.0.0.1. It interpolates strings into queries without escaping, so everything we send is
 validated to a safe alphabet and the pod's environment travels base64-encoded. The pod never
-receives the API key.
+receives the API key. A pod reports the GPUs it holds by display name (`machine.gpuDisplayName`,
+e.g. "RTX A5000"), mapped back to the type id through the GPU type list.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class RunpodProvider:
             bootstrap = POD_BOOTSTRAP.format(install=pod_install(), port=port)
         self.image, self.proxy_url, self.port, self.bootstrap = image, proxy_url, port, bootstrap
         self.volume_gb, self.container_disk_gb = volume_gb, container_disk_gb
+        self._gpu_ids: dict[str, str] = {}  # display name -> GPU type id, read once from the GPU type list
 
     def _call(self, fn, *args, **kwargs):
         try:
@@ -110,9 +112,47 @@ class RunpodProvider:
             if "{public_port}" not in self.proxy_url or mapped:
                 url = self.proxy_url.format(pod_id=pod["id"], port=self.port, ip=mapped.get("ip", ""),
                                             public_port=mapped.get("publicPort", ""))
+        held = (pod.get("machine") or {}).get("gpuDisplayName")
         return PodInfo(id=pod["id"], name=pod.get("name", ""), status=pod.get("desiredStatus", ""),
                        ready=bool(url) and pod.get("desiredStatus") == "RUNNING",
-                       cost_per_hr=float(pod.get("costPerHr") or 0.0), url=url)
+                       cost_per_hr=float(pod.get("costPerHr") or 0.0), url=url,
+                       gpu_type=self._gpu_id(held) if held else None, gpu_count=pod.get("gpuCount") or None)
+
+    def _gpu_id(self, display: str) -> str | None:
+        """The GPU type id of a display name; None (not said) when the type list cannot be read now."""
+        if display not in self._gpu_ids:
+            try:
+                self._gpu_ids = {g["displayName"]: g["id"] for g in self._call(self.runpod.get_gpus) or []}
+            except TransientError:
+                return None
+        return self._gpu_ids.get(display, display)
+
+    def available(self, rung: Rung) -> bool | None:
+        """Whether the catalog's lowest price for `rung` shows stock (`stockStatus` High, Medium or
+        Low): False when it shows none and no price; None when it cannot tell or the query fails
+        (the create then decides)."""
+        if not _SAFE.match(rung.gpu_type):
+            return None
+        cloud = "" if rung.cloud == "ALL" else f", secureCloud: {str(rung.cloud == 'SECURE').lower()}"
+        query = (f'query {{ gpuTypes(input: {{id: "{rung.gpu_type}"}}) {{ id lowestPrice(input: {{gpuCount: '
+                 f'{int(rung.gpu_count)}{cloud}}}) {{ stockStatus uninterruptablePrice }} }} }}')
+        from runpod.api.graphql import run_graphql_query
+
+        try:
+            types = self._call(run_graphql_query, query)["data"]["gpuTypes"] or []
+        except (KeyError, TypeError):
+            return None
+        except ProviderError as e:
+            if e.kind in ("auth", "transient"):
+                raise
+            return None  # an error answer (e.g. an unknown type): the create says why
+        lowest = (types[0].get("lowestPrice") or {}) if types else {}
+        status = lowest.get("stockStatus")
+        if status in ("High", "Medium", "Low"):
+            return True
+        if status in (None, "None") and lowest.get("uninterruptablePrice") is None and types:
+            return False
+        return None
 
     def get(self, pod_id: str) -> PodInfo | None:
         """The pod (ready once it runs and has a service URL), or None when the provider no longer
