@@ -202,7 +202,7 @@ def test_runpod_key_unset(host):
 
 def test_a_good_key_is_checked_with_one_read_only_call(host, runpod, monkeypatch, workdir):
     monkeypatch.setenv("RUNPOD_API_KEY", "test-key")
-    monkeypatch.setenv("TRAINERGYM_INSTALL", "trainergym @ https://example.invalid/trainergym-0.1.0-py3-none-any.whl")
+    monkeypatch.setenv("TRAINERGYM_INSTALL", "https://example.invalid/trainergym-0.1.0-py3-none-any.whl")
     found = {c.name: c for c in doctor.runpod_checks()}
     assert runpod.calls == [("pods", {})]
     assert found["runpod key"].status == "ok" and "2 pod(s)" in found["runpod key"].found
