@@ -72,15 +72,18 @@ exit 0
 
 def fake_nvidia_smi(directory: Path, names=("NVIDIA A40", "NVIDIA A40"), status: int = 0) -> Path:
     """An `nvidia-smi` in `directory` listing `names` (as `-L` and as `--query-gpu=name` print
-    them) and exiting `status` (a host whose driver is gone exits 9 and lists nothing)."""
-    smi = Path(directory) / "nvidia-smi"
+    them) and exiting `status` (a host whose driver is gone exits 9 and lists nothing). Shell
+    builtins only: it works with nothing else on PATH."""
+    import shlex
+
     if status:
-        by_l = by_name = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+        by_l = by_name = ["NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."]
     else:
-        by_l = "\n".join(f"GPU {i}: {n} (UUID: GPU-{i})" for i, n in enumerate(names))
-        by_name = "\n".join(names)
-    smi.write_text(f"#!/bin/sh\nif [ \"$1\" = -L ]; then\ncat <<'EOF'\n{by_l}\nEOF\nelse\ncat <<'EOF'\n{by_name}\nEOF\n"
-                   f"fi\nexit {status}\n")
+        by_l, by_name = [f"GPU {i}: {n} (UUID: GPU-{i})" for i, n in enumerate(names)], list(names)
+    lines = lambda ls: " ".join(shlex.quote(line) for line in ls)  # noqa: E731
+    smi = Path(directory) / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nif [ \"$1\" = -L ]; then printf '%s\\n' {lines(by_l)}; "
+                   f"else printf '%s\\n' {lines(by_name)}; fi\nexit {status}\n")
     smi.chmod(0o755)
     return smi
 

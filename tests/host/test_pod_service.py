@@ -1,5 +1,6 @@
 """The pod service on 127.0.0.1 with fake train/score executables, driven by its client."""
 
+import json
 import socket
 import sys
 import threading
@@ -10,9 +11,9 @@ import pytest
 import uvicorn
 
 from tests.fakes.jobs import write_job
-from tests.fakes.gpu_host import FAKE_SCORE, FAKE_TRAIN, wait_for
+from tests.fakes.gpu_host import FAKE_SCORE, FAKE_TRAIN, fake_nvidia_smi, wait_for
 from trainergym.job.bundle import build_bundle, parse_job
-from trainergym.host.pod_service import PodClient, create_app
+from trainergym.host.pod_service import PodClient, create_app, settings_from_env
 from trainergym.job.result import FailureReason
 from trainergym.host.runner import Commands
 
@@ -81,3 +82,16 @@ def test_authentication_and_bad_input(service, bundle):
     wait_for(client, job_id, "done")
     assert client.result(job_id).failure is FailureReason.CANCELLED
     client.close()
+
+
+def test_the_pod_reads_its_own_gpus_and_the_rented_ones_only_as_fallback(tmp_path, monkeypatch):
+    """The provider may hand out another GPU than the pool asked for: nvidia-smi is believed."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi yet
+    rented = {"TRAINERGYM_POD_TOKEN": "tok", "TRAINERGYM_GPU": "NVIDIA RTX A5000", "TRAINERGYM_GPU_COUNT": "2"}
+    settings = settings_from_env(rented)
+    assert (settings["gpu"], settings["gpu_count"], settings["commands"]) == ("NVIDIA RTX A5000", 2, None)
+    fake_nvidia_smi(tmp_path, names=("NVIDIA A40",) * 4)
+    settings = settings_from_env({**rented, "TRAINERGYM_HOST_COMMANDS": json.dumps({"setup": ["true"]})})
+    assert (settings["gpu"], settings["gpu_count"]) == ("NVIDIA A40", 4) and settings["commands"].setup == ["true"]
+    with pytest.raises(SystemExit, match="TRAINERGYM_POD_COMMANDS must be"):
+        settings_from_env({**rented, "TRAINERGYM_POD_COMMANDS": '{"train": "rm -rf /"}'})

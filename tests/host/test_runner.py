@@ -160,3 +160,37 @@ def test_our_own_phases_keep_temporary_files_off_the_shared_tmp(fakes, tmp_path)
     private = tmp_path / "host" / "tmp"
     assert result.status == "succeeded" and (tmp_path / "job" / "setup-tmp").read_text().strip() == str(private)
     assert private.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_work_directory_the_trainer_cannot_reach_fails_before_setup(fakes, tmp_path):
+    """As root the trainer's own uid must traverse to the job and the host's installs: a host
+    directory behind a closed one (the 0700 data directory, pytest's tmp) fails at once."""
+    confinement = Confinement.choose("setpriv")
+    if confinement.kind != "setpriv":
+        pytest.skip(f"no uid of its own for the trainer here: {confinement.why_not}")
+    marker = tmp_path / "setup-ran"
+    os.chmod(tmp_path, 0o700)
+    result = fakes(setup=("touch", str(marker)), confinement=confinement).run()
+    assert result.failure is FailureReason.RUNNER_ERROR and result.failed_phase == "setup"
+    assert "the trainer's uid cannot reach" in result.failure_detail and not marker.exists()
+
+
+def test_the_log_and_result_are_the_runners_alone(fakes, tmp_path):
+    """A later job's trainer may traverse the job's directory: the scorer's output is not for it."""
+    assert fakes().run().status == "succeeded"
+    for name in ("runner.log", "result.json"):
+        assert (tmp_path / "job" / name).stat().st_mode & 0o777 == 0o600
+
+
+def test_the_hosts_owner_replaces_the_commands_through_the_environment():
+    fake = {"setup": ["true"], "score": ["/bin/echo", "{score_file}"]}
+    assert Commands.from_env({}) is None
+    for name in ("TRAINERGYM_HOST_COMMANDS", "TRAINERGYM_POD_COMMANDS"):  # the pod's older name still works
+        commands = Commands.from_env({name: json.dumps(fake)})
+        assert (commands.setup, commands.score, commands.train) == (["true"], fake["score"], Commands().train)
+    both = {"TRAINERGYM_HOST_COMMANDS": json.dumps(fake), "TRAINERGYM_POD_COMMANDS": '{"setup": ["false"]}'}
+    assert Commands.from_env(both).setup == ["true"]
+    for bad in ("[", '["true"]', '{"setup": "true"}', '{"setup": []}', '{"install": ["true"]}', '{"setup": [1]}'):
+        with pytest.raises(ValueError, match="TRAINERGYM_HOST_COMMANDS") as e:
+            Commands.from_env({"TRAINERGYM_HOST_COMMANDS": bad})
+        assert "\n" not in str(e.value)
