@@ -202,6 +202,7 @@ def test_the_llm_agent_needs_its_key(tmp_path):
 
 def test_doctor_names_the_mode_that_runs_and_what_each_guarantees(tmp_path):
     env = {**os.environ, "TRAINERGYM_SANDBOX": "namespaces"}
+    env.pop("RUNPOD_API_KEY", None)  # doctor would check it with a call to Runpod
     out = subprocess.run([str(BIN), "doctor", "--json"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
     report = json.loads(out.stdout)
     assert [m["mode"] for m in report["modes"]] == ["bwrap", "namespaces", "none"]
@@ -209,5 +210,5 @@ def test_doctor_names_the_mode_that_runs_and_what_each_guarantees(tmp_path):
     assert (out.returncode == 0) == (report["runs"] == "namespaces")
     assert report["data_dir_modes"].get(Path(report["data_dir"]).name) == "0o700"
     bad = subprocess.run([str(BIN), "doctor"], capture_output=True, text=True, cwd=ROOT, timeout=60,
-                         env={**os.environ, "TRAINERGYM_SANDBOX": "bogus"})
+                         env={**env, "TRAINERGYM_SANDBOX": "bogus"})
     assert bad.returncode == 2 and "auto, bwrap, namespaces, none" in bad.stderr and "Traceback" not in bad.stderr

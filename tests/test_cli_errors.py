@@ -1,7 +1,7 @@
 """Every subcommand given bad input fails in one line: exit status 2, no traceback, a message that
 names the bad value and what to do, and nothing created or changed."""
 
-from pathlib import Path
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -60,3 +60,13 @@ def test_bad_input_fails_in_one_line(files, monkeypatch, args, says):
     if result.stderr.startswith("error:"):  # ours; the option parser's own errors come boxed
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (files / "nowhere").exists()  # a typo creates nothing
+
+
+def test_a_dead_model_endpoint_is_a_crash_not_a_bad_agent(tmp_path, monkeypatch):
+    # Once: "total -0.100, no parseable submission", exit 0; the cause only in --json.
+    monkeypatch.setenv("OPENROUTER_API_KEY", "k")
+    dead = ["--agent", "llm", "--base-url", "http://127.0.0.1:9/v1", "--runs-dir", str(tmp_path)]  # nothing listens on 9
+    result = CliRunner().invoke(app, ["episode", *dead, "--json"])
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    out = json.loads(result.stdout)
+    assert out["crashed"].startswith("the model endpoint failed after 5 retries: APIConnectionError")

@@ -25,7 +25,8 @@ ALLOWED = {
     "agents": {"task", "job", "infra", "backends", "env", "paths"},
     "adapters": {"task", "job", "backends", "env", "agents", "paths"},
     "__init__": {"task", "env", "adapters"},
-    "cli": {"task", "job", "probe", "infra", "host", "backends", "env", "agents", "paths"},
+    "doctor": {"job", "probe", "infra", "host", "paths"},
+    "cli": {"task", "job", "probe", "infra", "host", "backends", "env", "agents", "doctor", "paths"},
 }
 SEALED = {"probe/child.py", "probe/confine.py"}  # run inside the sandbox: no trainergym at all
 

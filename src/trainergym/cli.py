@@ -161,6 +161,7 @@ def episode(
         "episode_id": ep.id, "task": ep.task.id, "agent": agent, "backend": backend, "seed": seed,
         "turns": ep.turns, "attempts": ep.attempts, "reward": info["reward_breakdown"],
         "result": info.get("result"), "run_dir": str(env.run_path), "truncated_reason": info.get("truncated_reason"),
+        "crashed": info.get("crashed"),
     }
     if usage is not None:
         out["llm"] = {"model": the_agent.config.model, "calls": usage.calls, "prompt_tokens": usage.prompt_tokens,
@@ -169,7 +170,7 @@ def episode(
         (env.run_path / "messages.json").write_text(json.dumps(the_agent.messages, indent=1))
     if as_json:
         print(json.dumps(out))
-        return
+        raise typer.Exit(1 if out["crashed"] else 0)
     r = info["reward_breakdown"]
     res = info.get("result") or {}
     table = Table(title=f"episode {ep.id}  ({agent} agent, {backend} backend)")
@@ -197,6 +198,9 @@ def episode(
     if src == "surrogate":
         console.print("[yellow]post, uplift and speed come from the mock backend's surrogate, not from training.[/yellow]")
     console.print(f"run written to {env.run_path}")
+    if out["crashed"]:
+        Console(stderr=True).print(f"crashed: {out['crashed']}", style="red", markup=False, soft_wrap=True)
+        raise typer.Exit(1)
 
 
 def _say_sources(sources: list[str]) -> None:
@@ -255,9 +259,10 @@ def batch(
 
     out = {**held_out_table(summaries), "episodes_per_minute": n / minutes,
            "episodes_detail": [dataclasses.asdict(s) for s in summaries]}
+    crashed = sum(1 for s in summaries if s.error)
     if as_json:
         print(json.dumps(out))
-        return
+        raise typer.Exit(1 if crashed else 0)
     table = Table(title=f"{n} episodes ({agent} agent, {backend} backend, concurrency {concurrency})")
     for col in ("episode", "reward", "validated", "job", "turns", "note"):
         table.add_column(col)
@@ -268,6 +273,10 @@ def batch(
     mean = "-" if out["mean_reward"] is None else f"{out['mean_reward']:+.3f}"
     console.print(f"mean reward {mean}; {out['episodes_per_minute']:.1f} episodes per minute")
     _say_sources(out["sources"])
+    if crashed:
+        Console(stderr=True).print(f"{crashed} of {n} episodes crashed (not counted in the mean): see the note column",
+                                   style="red")
+        raise typer.Exit(1)
 
 
 @app.command("eval-agent")
@@ -296,7 +305,7 @@ def eval_agent(
     out = {"family": family, "held_out": fam.HELD_OUT, "agent": agent, "backend": backend, **table_row}
     if as_json:
         print(json.dumps(out))
-        return
+        raise typer.Exit(1 if out["crashed"] else 0)
     fmt = lambda v, pct=False: "-" if v is None else (f"{v:.0%}" if pct else f"{v:+.3f}")  # noqa: E731
     table = Table(title=f"{agent} agent on {family}{' (held out)' if fam.HELD_OUT else ''}, {n} episodes, {backend} backend")
     for col in ("mean reward", "validated", "inner jobs succeeded", "worst episode"):
@@ -304,9 +313,11 @@ def eval_agent(
     table.add_row(fmt(out["mean_reward"]), fmt(out["validated"], True), fmt(out["inner_jobs_succeeded"], True),
                   fmt(out["worst_episode"]))
     console.print(table)
-    if out["crashed"]:
-        console.print(f"[red]{out['crashed']} episodes crashed (counted as not validated)[/red]")
     _say_sources(out["sources"])
+    if out["crashed"]:
+        Console(stderr=True).print(f"{out['crashed']} of {n} episodes crashed (counted apart: not in the mean nor the "
+                                   "shares); `trainergym batch` shows why", style="red")
+        raise typer.Exit(1)
 
 
 @app.command("probe")
@@ -618,13 +629,18 @@ def stack_command(
 
 
 @app.command("doctor")
-def doctor(as_json: bool = JSON) -> None:
+def doctor(
+    as_json: bool = JSON,
+    backend: Optional[str] = typer.Option(None, help="also exit 1 when this host misses what `--backend local|runpod` "
+                                                     "needs to train"),
+    workdir: Optional[Path] = typer.Option(None, help="the local worker's work directory to check (default: its own)"),
+) -> None:
     """What this host has and lacks: the sandbox modes for agent code, the stack the probe runs,
     the data directory's modes, and for training the GPUs, CUDA, disk, uv and the provider key."""
     from trainergym.doctor import run
 
     try:
-        status = run(console, as_json)
+        status = run(console, as_json, backend=backend, workdir=workdir)
     except ValueError as e:  # an unknown TRAINERGYM_SANDBOX
         raise _usage_error(str(e)) from None
     raise typer.Exit(status)

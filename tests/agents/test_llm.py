@@ -89,4 +89,5 @@ def test_an_endpoint_that_keeps_failing_ends_the_episode_with_the_reason(tmp_pat
         env.close()
         assert len(fake.requests) == 3  # the first try and two retries
     assert "endpoint failed after 2 retries" in info["truncated_reason"] and "InternalServerError" in info["truncated_reason"]
+    assert info["crashed"] == info["truncated_reason"]  # not the agent's failure: counted apart
     assert ledger.totals()["entries"] == 0

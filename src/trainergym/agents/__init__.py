@@ -1,6 +1,9 @@
 """Policies that drive the env. An agent sees what a model would see (the observation and
 `info`) and returns an action (or an awaitable of one); `run_episode` is the loop every caller
-shares. An agent that returns `Stop(reason)` ends the episode early, truncated with that reason."""
+shares. An agent that returns `Stop(reason)` ends the episode early, truncated with that reason;
+`Stop(reason, crashed=True)` says the agent could not go on through no fault of its policy (its
+model endpoint is down): the episode is still ended and scored, but `info["crashed"]` carries
+the reason, so callers count it apart from the agent's failures."""
 
 from __future__ import annotations
 
@@ -13,9 +16,11 @@ from trainergym.env.core import AsyncTrainerEnv
 
 @dataclass
 class Stop:
-    """What an agent returns instead of an action when it must not go on (a spent budget)."""
+    """What an agent returns instead of an action when it must not go on: a spent budget, or
+    (`crashed`) a failure that is not the policy's, such as a model endpoint that stays down."""
 
     reason: str
+    crashed: bool = False
 
 
 class Agent(Protocol):
@@ -56,7 +61,8 @@ async def run_episode(env: AsyncTrainerEnv, agent: Agent, seed: int | None = Non
         if inspect.isawaitable(action):
             action = await action
         if isinstance(action, Stop):
-            return await env.end(action.reason)
+            info = await env.end(action.reason)
+            return {**info, "crashed": action.reason} if action.crashed else info
         obs, reward, terminated, truncated, info = await env.step(action)
         if terminated or truncated:
             return info

@@ -23,8 +23,8 @@ from trainergym.env.core import AsyncTrainerEnv
 
 @dataclass
 class EpisodeSummary:
-    """One episode of a batch as `run_many` reports it; a crashed episode has `error` set and a NaN
-    reward."""
+    """One episode of a batch as `run_many` reports it; a crashed episode (it raised, or its agent
+    stopped for a failure not its own) has `error` set, and its reward is NaN if it raised."""
 
     episode_id: str
     task: str
@@ -60,7 +60,7 @@ async def run_many(make_agent: Callable[[], Agent], backend: Backend, n: int, op
                 summary = EpisodeSummary(ep.id, ep.task.id, seed + i, r["total"], ep.valid_on_attempt is not None,
                                          ep.result is not None and ep.result.status == "succeeded", ep.turns, r.get("note"),
                                          time.perf_counter() - started, getattr(getattr(agent, "usage", None), "usd", None),
-                                         ep.result.source if ep.result else None)
+                                         ep.result.source if ep.result else None, error=info.get("crashed"))
             except Exception as e:  # noqa: BLE001 - one broken episode must not sink the batch
                 ep = env.episode
                 summary = EpisodeSummary(ep.id if ep else "-", ep.task.id if ep else "-", seed + i, float("nan"), False, False,
@@ -76,15 +76,16 @@ async def run_many(make_agent: Callable[[], Agent], backend: Backend, n: int, op
 
 
 def held_out_table(summaries: list[EpisodeSummary]) -> dict:
-    """The original's held-out columns; crashed episodes count as failures, not as missing."""
+    """The original's held-out columns over the episodes that did not crash; `crashed` counts the
+    others apart (an endpoint that is down says nothing of the agent)."""
     ok = [s for s in summaries if s.error is None]
     rewards = [s.reward for s in ok]
     return {
         "episodes": len(summaries),
         "crashed": len(summaries) - len(ok),
         "mean_reward": statistics.fmean(rewards) if rewards else None,
-        "validated": sum(s.validated for s in summaries) / len(summaries) if summaries else None,
-        "inner_jobs_succeeded": sum(s.job_succeeded for s in summaries) / len(summaries) if summaries else None,
+        "validated": sum(s.validated for s in ok) / len(ok) if ok else None,
+        "inner_jobs_succeeded": sum(s.job_succeeded for s in ok) / len(ok) if ok else None,
         "worst_episode": min(rewards) if rewards else None,
         "sources": sorted({s.source for s in summaries if s.source}),  # of the post scores behind the rewards
     }

@@ -100,7 +100,8 @@ class LLMAgent:
         try:
             message, usage, reported = await (self._streamed() if self.config.stream else self._plain())
         except APIError as e:  # still failing after the SDK's retries: end the episode, say why
-            return Stop(f"the model endpoint failed after {self.config.max_retries} retries: {type(e).__name__}: {e}"[:500])
+            return Stop(f"the model endpoint failed after {self.config.max_retries} retries: {type(e).__name__}: {e}"[:500],
+                        crashed=True)
         self._meter(usage, reported)
         self._last_prompt = (usage["prompt_tokens"] + usage["completion_tokens"], len(self.messages) + 1)
         self.messages.append(message)
