@@ -19,8 +19,9 @@ Every phase has a timeout and a named failure reason. `status.json` carries a he
 progress for the pod service to report.
 
 The real commands are the defaults (`Commands`); tests and dry runs swap in fake executables to
-exercise the orchestration (in code, or as the host's owner with `TRAINERGYM_HOST_COMMANDS`). Placeholders in a command: {root} {host} {prime_rl} {scorer} {hub} {rl_toml}
-{package} {family} {model} {weights} {eval_file} {score_file} {run_dir} {home} {install}.
+exercise the orchestration (in code, or as the host's owner with `TRAINERGYM_HOST_COMMANDS`).
+Placeholders in a command: {root} {host} {prime_rl} {scorer} {hub} {rl_toml} {package} {family}
+{model} {weights} {eval_file} {score_file} {run_dir} {home} {install}.
 """
 
 from __future__ import annotations
