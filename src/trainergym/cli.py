@@ -539,9 +539,13 @@ def worker(
         runner.tick = tick
         try:
             runner.drain(once=once)
-        except KeyboardInterrupt:
-            pass
+        except KeyboardInterrupt:  # stop renting what serves no job; pods running jobs are left to re-attach to
+            pool.shutdown(keep_busy=True)
     console.print(f"queue: {runner.queue.counts()}; pods left: {len(pool.live)}; billed ${pool.billed_usd():.2f}{simulated}")
+    if pool.live and not simulated:
+        Console(stderr=True).print(f"{len(pool.live)} pods still run jobs and bill ({', '.join(p.id for p in pool.live)}): "
+                                   "run the worker again to re-attach to them and finish their jobs, or terminate them in "
+                                   "Runpod's console", style="yellow", soft_wrap=True)
 
 
 @app.command("pod-serve")

@@ -141,3 +141,15 @@ def test_a_restarted_pool_keeps_its_pods_ages(tmp_path):
     second = PodPool(provider, tmp_path / "pods.db", PoolConfig(ladder=LADDER[:1]))  # another process's view
     (pod,) = second.live
     assert 0.2 <= second.clock() - pod.started < 5
+
+
+def test_an_interrupted_worker_stops_renting_what_serves_no_job(tmp_path):
+    clock, provider, backend = fleet(tmp_path, jobs=0)
+    pool = backend.pool
+    pool.request("a"), pool.request("b")
+    while sum(p.state == "busy" for p in pool.live) < 2:
+        clock.sleep(30)
+        pool.tick()
+    pool.release(next(p for p in pool.live if p.job_id == "b"))
+    pool.shutdown(keep_busy=True)  # what `trainergym worker` does on Ctrl-C
+    assert [(p.state, p.job_id) for p in pool.live] == [("busy", "a")] and provider.running() == 1

@@ -444,10 +444,13 @@ class PodPool:
         with self.store.tx() as db:
             return db.execute("SELECT COALESCE(SUM(usd), 0) FROM costs").fetchone()[0]
 
-    def shutdown(self) -> None:
-        """Terminate (and bill) every live pod; a pod not created yet is forgotten. Raises
+    def shutdown(self, keep_busy: bool = False) -> None:
+        """Terminate (and bill) every live pod, or with `keep_busy` every one not running a job (a
+        restarted dispatcher re-attaches to those); a pod not created yet is forgotten. Raises
         ProviderError if a pod is still there after its terminate."""
         for pod in list(self.live):
+            if keep_busy and pod.state == "busy":
+                continue
             if pod.id:
                 self._terminate(pod, "shutdown")
             else:
