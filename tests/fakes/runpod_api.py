@@ -51,6 +51,7 @@ class World:
     now: float = 0.0
     stock: dict[str, int] = field(default_factory=lambda: {g: 100 for g in GPUS})
     boot_seconds: float = 120.0
+    boot_jitter: float = 0.0  # each pod boots in gauss(boot_seconds, boot_jitter) seconds (at least 10) when set
     never_boot: set[str] = field(default_factory=set)  # GPU types whose pods never get a runtime
     die_after: dict[str, float] = field(default_factory=dict)  # pod id -> seconds of uptime, then it vanishes
     opaque_next: int = 0  # creates that fail with an opaque error (nothing made)
@@ -98,6 +99,7 @@ class World:
             "id": pod_id, "name": name, "gpuType": given, "gpuCount": count, "asked": gpu, "cloud": cloud,
             "price": GPUS[given][2 if cloud == "COMMUNITY" else 1] * count, "env": env, "spec": spec,
             "created": self.now, "terminated": False, "ended": None, "service": None,
+            "boot": max(10.0, self.rng.gauss(self.boot_seconds, self.boot_jitter)) if self.boot_jitter else None,
         }
         if self.create_then_error:
             self.create_then_error -= 1
@@ -107,7 +109,11 @@ class World:
     def _death(self, pod: dict) -> float | None:
         if pod["id"] not in self.die_after:
             return None
-        return pod["created"] + self.boot_seconds + self.die_after[pod["id"]]
+        return pod["created"] + self.boot_time(pod) + self.die_after[pod["id"]]
+
+    def boot_time(self, pod: dict) -> float:
+        """Seconds from its create until the pod boots."""
+        return self.boot_seconds if pod.get("boot") is None else pod["boot"]
 
     def _alive(self, pod: dict) -> bool:
         death = self._death(pod)
@@ -115,7 +121,7 @@ class World:
 
     def booted(self, pod: dict) -> bool:
         """Whether the pod's container runs (its service starts with it)."""
-        return pod["gpuType"] not in self.never_boot and self.now - pod["created"] >= self.boot_seconds
+        return pod["gpuType"] not in self.never_boot and self.now - pod["created"] >= self.boot_time(pod)
 
     def observe(self, pod: dict) -> dict | None:
         """The pod's record now, or None once it is terminated or dead (its service then stops);

@@ -57,7 +57,7 @@ class RestV2:
         age = self.world.now - pod["created"]
         if self.world.booted(pod):
             return "RUNNING"
-        if age < self.world.boot_seconds / 2:
+        if age < self.world.boot_time(pod) / 2:
             return "PROVISIONING"
         return ASSUMPTIONS["pulling_status"].value  # the image pulls (forever, for never_boot)
 
