@@ -39,8 +39,14 @@ def test_out_of_stock_walks_the_ladder(world, tmp_path):
     pool = make_pool(world, tmp_path)
     pod = pool.acquire("job-1")
     assert pod.rung.gpu_type == "NVIDIA A40" and pod.url and pod.state == "busy"
-    assert creates(world) == ["NVIDIA RTX A5000", "NVIDIA A40"]
+    assert creates(world) == ["NVIDIA A40"]  # the catalog showed the first rung out of stock: no failed create
     assert world.now >= world.boot_seconds  # it waited for the runtime
+
+
+def test_a_stock_out_the_catalog_did_not_show_fails_the_create_and_walks_on(world, tmp_path):
+    world.stock["NVIDIA RTX A5000"], world.catalog_blind = 0, True
+    pod = make_pool(world, tmp_path).acquire("job-1")
+    assert pod.rung.gpu_type == "NVIDIA A40" and creates(world) == ["NVIDIA RTX A5000", "NVIDIA A40"]
 
 
 def test_boot_timeout_terminates_and_takes_the_next_rung(world, tmp_path):
@@ -69,6 +75,10 @@ def test_cap_reuse_and_reap(world, tmp_path):
 def test_everything_fails_with_reasons(world, tmp_path):
     for gpu in world.stock:
         world.stock[gpu] = 0
+    with pytest.raises(PoolExhausted, match="A40 \\(ALL\\): out of stock in the catalog"):
+        make_pool(world, tmp_path).acquire("j")
+    assert creates(world) == []
+    world.catalog_blind = True  # only the creates find out
     with pytest.raises(PoolExhausted, match="no longer any instances"):
         make_pool(world, tmp_path).acquire("j")
 
