@@ -28,7 +28,8 @@ import httpx
 from trainergym.backends import BackendOptions, BackendUnavailable, JobHandle
 from trainergym.backends.queued import QueueBackend
 from trainergym.host.pod_service import PodClient
-from trainergym.infra.pool import DEFAULT_LADDER, AuthError, Pod, PodPool, PoolConfig, PoolExhausted, ProviderError, Rung
+from trainergym.infra.pool import (DEFAULT_LADDER, AuthError, Pod, PodPool, PoolConfig, PoolExhausted, ProviderError, Rung,
+                                   TransientError)
 from trainergym.infra.queue import Job, JobQueue
 from trainergym.job.result import FailureReason, RunResult
 from trainergym.paths import data_dir
@@ -62,6 +63,7 @@ class PodBackend(QueueBackend):
         self.client_factory, self.clock = client_factory, pool.clock
         self.owner = f"dispatch-{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
+        self._started = False  # reconciled with the provider and re-attached: nothing is dispatched before
         self.active: dict[str, _Dispatch] = {}
         self.errors: list[str] = []
 
@@ -103,12 +105,19 @@ class PodBackend(QueueBackend):
         self.queue.cancel(handle.job_id)  # the dispatcher sees the lost lease and cancels on the pod
 
     # --- the dispatcher: one loop, every job a small state machine advanced by tick() -------------
-    def start(self) -> None:
-        """Reconcile with the provider, then re-attach to the pods busy under a dead dispatcher."""
-        self.pool.reconcile()
+    def start(self) -> bool:
+        """Reconcile with the provider, then re-attach to the pods busy under a dead dispatcher.
+        False while the provider keeps failing transiently (rate limits): `tick` tries again, and
+        dispatches nothing until it has succeeded."""
+        try:
+            self.pool.reconcile()
+        except TransientError:
+            return False
         for pod in list(self.pool.live):
             if pod.state == "busy" and pod.job_id is not None:
                 self._reattach(pod)
+        self._started = True
+        return True
 
     def _reattach(self, pod: Pod) -> None:
         now, beat = self.clock(), self.queue.clock()
@@ -141,7 +150,7 @@ class PodBackend(QueueBackend):
         self.start()
         while not self._stop.is_set():
             self.tick()
-            if once and not self.active and not self.queue.has_queued():
+            if once and self._started and not self.active and not self.queue.has_queued():
                 self.pool.shutdown()
                 return
             self.sleep(idle_poll if idle_poll is not None and not self.active else self.poll_seconds)
@@ -154,6 +163,8 @@ class PodBackend(QueueBackend):
         """One dispatcher step: return expired leases to the queue, advance the pool (boots,
         reaping), advance every active job, then lease queued jobs while fewer than `max_pods` are
         active."""
+        if not self._started and not self.start():
+            return
         self.queue.recover()
         self.pool.tick()
         for d in list(self.active.values()):
