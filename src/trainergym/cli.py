@@ -191,6 +191,10 @@ def episode(
     console.print(table)
     if r.get("note"):
         console.print(f"note: {r['note']}")
+    if res and res.get("status") not in (None, "succeeded"):
+        detail = f" ({res['failure_detail']})" if res.get("failure_detail") else ""
+        console.print(f"job {res['status']}: {res.get('failure') or 'no reason given'}"
+                      f"{' in ' + res['failed_phase'] if res.get('failed_phase') else ''}{detail}", markup=False, soft_wrap=True)
     if usage is not None:
         llm = out["llm"]
         console.print(f"{llm['model']}: {llm['calls']} calls, {llm['prompt_tokens']} prompt + {llm['completion_tokens']} "
@@ -502,7 +506,9 @@ def worker(
     once: bool = typer.Option(False, "--once", help="exit when the queue is empty and no pod is left"),
     ladder: Optional[Path] = typer.Option(None, help="TOML file of [[rung]] tables: gpu_type, gpu_count, cloud"),
     db: Optional[Path] = typer.Option(None, help="queue database (default: <data dir>/jobs.db)"),
-    workdir: Optional[Path] = typer.Option(None, help="where bundles, pod state and runs live (default: <data dir>/worker)"),
+    workdir: Optional[Path] = typer.Option(None, help="where bundles, pod state and runs live (default: <data dir>/worker; "
+                                                      "the local backend as root: /var/lib/trainergym/worker-<hash of the "
+                                                      "data dir>, which a trainer's own uid can reach)"),
     seed: int = typer.Option(0, help="seed of the simulated fleet (mock)"),
 ) -> None:
     """Drain the job queue on GPUs, with a live view of pods and jobs."""
