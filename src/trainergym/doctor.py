@@ -24,7 +24,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from trainergym.paths import PACKAGE_DATA, data_dir
+from trainergym.paths import PACKAGE_DATA, data_dir, default_workdir
 
 BACKENDS = ("local", "runpod")  # what `run(backend=...)` can be asked to check for
 # Free disk the local worker's work directory should have. An estimate, not a measurement: prime-rl's
@@ -289,9 +289,9 @@ def runpod_checks(environ: Mapping[str, str] = os.environ) -> list[Check]:
 
 def host_checks(built, workdir: Path | None = None, environ: Mapping[str, str] = os.environ) -> list[Check]:
     """Every training check, in the order they are printed. `built` is the probe's stack
-    (`stack_env.ensure()`); `workdir` the local worker's (default `<data dir>/worker`, as
+    (`stack_env.ensure()`); `workdir` the local worker's (default `paths.default_workdir()`, as
     `trainergym worker` has it)."""
-    workdir = workdir or data_dir() / "worker"
+    workdir = workdir or default_workdir()
     confinement, trainer_uid = confinement_check(environ)
     traverse = workdir_check(workdir, trainer_uid)
     return [*gpu_checks(environ), disk_check(workdir), *([traverse] if traverse else []), uv_check(), confinement,

@@ -20,7 +20,8 @@ from tests.fakes.gpu_host import FAKE_TRAIN_SH, fake_commands, fake_nvidia_smi
 from trainergym import AsyncTrainerEnv
 from trainergym.agents import make_agent, run_episode
 from trainergym.backends import BackendUnavailable, make_backend
-from trainergym.backends.local import LocalBackend, default_workdir
+from trainergym.backends.local import LocalBackend
+from trainergym.paths import default_workdir
 from trainergym.host.confinement import TRAIN_UID_RANGE, Confinement
 from trainergym.job.bundle import build_bundle, parse_job
 from trainergym.host.runner import Commands

@@ -12,8 +12,6 @@ runs (`TRAINERGYM_HOST_COMMANDS`, `Commands.from_env`); a job's files never reac
 
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 import time
 import uuid
@@ -28,26 +26,9 @@ from trainergym.job import gpu as gpus
 from trainergym.job import stack
 from trainergym.job.bundle import JobBundle
 from trainergym.job.result import FailureReason, RunResult
-from trainergym.paths import data_dir
+from trainergym.paths import ROOT_WORKDIRS, data_dir, default_workdir
 from trainergym.task import hidden
 from trainergym.task.spec import TaskSpec
-
-
-# As root, where the work directories live: root's, traversable by every uid (a trainer's own
-# uid must reach prime-rl's env, the model cache and its job's directory) and writable by none.
-ROOT_WORKDIRS = Path("/var/lib/trainergym")
-
-
-def default_workdir() -> Path:
-    """The local backend's work directory when none is given. Not root: `<data dir>/worker` (the
-    trainer keeps our uid). As root the trainer runs under a uid of its own, which cannot traverse
-    the 0700 data directory (nor, usually, /root), and the data directory holds secrets, so it is
-    never opened: `/var/lib/trainergym/worker-<hash of the data directory>`, one per data directory
-    (its pre-score cache belongs to that directory's hidden eval)."""
-    data = data_dir()
-    if os.geteuid() != 0:
-        return data / "worker"
-    return ROOT_WORKDIRS / f"worker-{hashlib.sha256(str(data.resolve()).encode()).hexdigest()[:12]}"
 
 
 def _make_workdir(workdir: Path) -> None:
