@@ -204,6 +204,11 @@ def test_health_schema_metadata_and_the_session_cap(url):
     assert schema["action"]["title"] == "TrainerAction" and schema["action"]["required"] == ["message"]
     assert {"text", "info", "terminated", "truncated", "reward", "done"} <= set(schema["observation"]["properties"])
     assert httpx.get(f"{url}/metadata").json()["name"] == "trainergym"
+    # What `openenv validate --url` checks (openapi version, health, metadata, schema, /mcp, mode).
+    from openenv.cli._validation import validate_running_environment
+
+    report = validate_running_environment(url)
+    assert report["passed"] and report["standard_profile"] == "openenv-http/1.x", report["summary"]
 
     async def crowd():
         clients = [GenericEnvClient(base_url=url) for _ in range(4)]  # the server holds 4
