@@ -191,7 +191,10 @@ def test_episode_with_the_llm_agent_prints_tokens_and_dollars(tmp_path, monkeypa
     assert messages[0]["role"] == "system" and any(m["role"] == "tool" for m in messages)
     costs = subprocess.run([str(BIN), "costs", "--json"], capture_output=True, text=True, env=os.environ.copy())
     ledger = json.loads(costs.stdout)
-    assert ledger["total"]["usd"] == pytest.approx(llm["usd"]) and ledger["rows"][0]["source"] == "price table"
+    assert ledger["spent_usd"] == pytest.approx(llm["usd"])
+    by_source = {(r["kind"], r["source"]): r for r in ledger["rows"]}
+    assert set(by_source) == {("llm", "price table"), ("gpu", "surrogate")}  # the mock job's dollars: simulated
+    assert out["result"]["cost_usd"] > 0 and ledger["simulated_usd"] == pytest.approx(out["result"]["cost_usd"])
 
 
 def test_the_llm_agent_needs_its_key(tmp_path):

@@ -57,6 +57,15 @@ def _agent_factory(agent: str, model, base_url, api_key_env, budget_usd, stream,
     return lambda: make_agent(agent, **llm)
 
 
+def _agent_label(agent: str, model: Optional[str]) -> str:
+    """How a batch names its agent: `llm:<model>` for the llm agent (which model is what differs)."""
+    if agent != "llm":
+        return agent
+    from trainergym.agents.llm import LLMConfig
+
+    return f"llm:{model or LLMConfig.model_fields['model'].default}"
+
+
 def _usage_error(message: str) -> typer.Exit:
     """One line on stderr for a user error (printed as it is: `[[rung]]` is no markup); the caller
     raises the returned exit (status 2)."""
@@ -216,13 +225,15 @@ def _say_sources(sources: list[str]) -> None:
 
 
 def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_jobs: int, seed: int, runs_dir: Path,
-              reward_noise: bool = True):
+              reward_noise: bool = True, meta: dict | None = None):
+    """Run the batch into a fresh `runs_dir/batch-<id>/` and write its summary there; returns the
+    summaries and the batch folder."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from trainergym.agents.batch import run_many
+    from trainergym.agents.batch import new_batch_dir, run_many, write_summary
 
-    runs_dir = _writable_dir(runs_dir, "--runs-dir")
     chosen = _backend(backend, seed=seed)
+    batch_dir = new_batch_dir(_writable_dir(runs_dir, "--runs-dir"))
     # On stderr, so that stdout holds only the table or the JSON (`batch --json | jq` works).
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True)) as progress:
@@ -231,8 +242,11 @@ def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_job
         def done(summary) -> None:
             progress.update(bar, advance=1, description=f"last: {summary.reward:+.3f}" if summary.error is None else "last: crashed")
 
-        return asyncio.run(run_many(make, chosen, n, options, concurrency, max_gpu_jobs, seed,
-                                    runs_dir, on_done=done, reward_noise=reward_noise))
+        summaries = asyncio.run(run_many(make, chosen, n, options, concurrency, max_gpu_jobs, seed,
+                                         batch_dir, on_done=done, reward_noise=reward_noise))
+    write_summary(batch_dir, summaries, {"backend": backend, "options": options, "seed": seed, "n": n,
+                                         "reward_noise": reward_noise, **(meta or {})})
+    return summaries, batch_dir
 
 
 @app.command()
@@ -257,11 +271,12 @@ def batch(
 
     make = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)
     started = time.perf_counter()
-    summaries = _run_many(make, backend, n, _options(task, family), concurrency, max_gpu_jobs, seed, runs_dir, reward_noise)
+    summaries, batch_dir = _run_many(make, backend, n, _options(task, family), concurrency, max_gpu_jobs, seed, runs_dir,
+                                     reward_noise, meta={"agent": _agent_label(agent, model)})
     minutes = (time.perf_counter() - started) / 60
     from trainergym.agents.batch import held_out_table
 
-    out = {**held_out_table(summaries), "episodes_per_minute": n / minutes,
+    out = {**held_out_table(summaries), "episodes_per_minute": n / minutes, "batch_dir": str(batch_dir),
            "episodes_detail": [dataclasses.asdict(s) for s in summaries]}
     crashed = sum(1 for s in summaries if s.error)
     if as_json:
@@ -269,7 +284,7 @@ def batch(
         raise typer.Exit(1 if crashed else 0)
     table = Table(title=f"{n} episodes ({agent} agent, {backend} backend, concurrency {concurrency})")
     for col in ("episode", "reward", "validated", "job", "turns", "note"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "episode")  # an id cut short cannot be found in runs/
     for s in summaries:
         table.add_row(s.episode_id, "crashed" if s.error else f"{s.reward:+.3f}", "yes" if s.validated else "no",
                       "succeeded" if s.job_succeeded else "-", str(s.turns), s.error or s.note or "")
@@ -277,6 +292,7 @@ def batch(
     mean = "-" if out["mean_reward"] is None else f"{out['mean_reward']:+.3f}"
     console.print(f"mean reward {mean}; {out['episodes_per_minute']:.1f} episodes per minute")
     _say_sources(out["sources"])
+    console.print(f"batch written to {batch_dir} (summary.json, summary.csv)", markup=False, soft_wrap=True)
     if crashed:
         Console(stderr=True).print(f"{crashed} of {n} episodes crashed (not counted in the mean): see the note column",
                                    style="red")
@@ -304,9 +320,10 @@ def eval_agent(
 
     fam = get_family(_task(None, family).family)
     make = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)
-    table_row = held_out_table(_run_many(make, backend, n, {"family": family}, concurrency, max_gpu_jobs, seed, runs_dir,
-                                         reward_noise))
-    out = {"family": family, "held_out": fam.HELD_OUT, "agent": agent, "backend": backend, **table_row}
+    summaries, batch_dir = _run_many(make, backend, n, {"family": family}, concurrency, max_gpu_jobs, seed, runs_dir,
+                                     reward_noise, meta={"agent": _agent_label(agent, model)})
+    out = {"family": family, "held_out": fam.HELD_OUT, "agent": agent, "backend": backend, **held_out_table(summaries),
+           "batch_dir": str(batch_dir)}
     if as_json:
         print(json.dumps(out))
         raise typer.Exit(1 if out["crashed"] else 0)
@@ -318,6 +335,7 @@ def eval_agent(
                   fmt(out["worst_episode"]))
     console.print(table)
     _say_sources(out["sources"])
+    console.print(f"batch written to {batch_dir} (summary.json, summary.csv)", markup=False, soft_wrap=True)
     if out["crashed"]:
         Console(stderr=True).print(f"{out['crashed']} of {n} episodes crashed (counted apart: not in the mean nor the "
                                    "shares); `trainergym batch` shows why", style="red")
@@ -579,8 +597,11 @@ def costs(
     if episode and not rows:
         raise _usage_error(f"no entries for episode {episode!r} in {ledger.path}; `trainergym costs` shows every entry, "
                            "and an episode's id is its runs/ folder's name")
+    simulated = sum(r["usd"] or 0.0 for r in rows if r["source"] == "surrogate")
+    spent = ledger.totals(episode=episode)["usd"] - simulated
     if as_json:
-        print(json.dumps({"ledger": str(ledger.path), "rows": rows, "total": ledger.totals(episode=episode)}))
+        print(json.dumps({"ledger": str(ledger.path), "rows": rows, "total": ledger.totals(episode=episode),
+                          "spent_usd": spent, "simulated_usd": simulated}))
         return
     columns = ("kind", "source", "model", "prompt_tokens", "completion_tokens", "usd") + (("note",) if episode else ("entries",))
     table = Table(title=f"cost ledger {ledger.path}" + (f", episode {episode}" if episode else ""))
@@ -589,7 +610,7 @@ def costs(
     for row in rows:
         table.add_row(*[f"{row[c]:.4f}" if c == "usd" else str(row.get(c) if row.get(c) is not None else "-") for c in columns])
     console.print(table)
-    console.print(f"total ${ledger.totals(episode=episode)['usd']:.4f}")
+    console.print(f"spent ${spent:.4f}" + (f"; simulated (mock backend, never billed) ${simulated:.4f}" if simulated else ""))
 
 
 @app.command("families")

@@ -3,6 +3,7 @@ eval-agent prints the held-out table."""
 
 import asyncio
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -77,3 +78,25 @@ def test_eval_agent_prints_the_held_out_columns(tmp_path):
     row = json.loads(out.output.strip().splitlines()[-1])
     assert row["held_out"] is True and row["episodes"] == 2
     assert row["validated"] == 0.0 and row["inner_jobs_succeeded"] == 0.0 and row["worst_episode"] <= 0
+
+
+def test_a_batch_writes_its_folder_and_summary(tmp_path):
+    import csv
+
+    from trainergym.agents.batch import read_summary
+
+    out = CliRunner().invoke(app, ["batch", "--n", "3", "--family", "calc_chain", "--json", "--runs-dir", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    printed = json.loads(out.stdout)  # stdout is the JSON alone: the progress went to stderr
+    batch = Path(printed["batch_dir"])
+    assert batch.parent == tmp_path and batch.name.startswith("batch-")
+    record = read_summary(batch)
+    rows = record["episodes"]
+    assert [r["episode_id"] for r in rows] == [d["episode_id"] for d in printed["episodes_detail"]]
+    for row in rows:  # each episode's folder is in the batch, and its row carries every reward term
+        reward = json.loads((batch / row["episode_id"] / "reward.json").read_text())
+        assert row["r_total"] == reward["total"] == row["reward"] and row["r_best_pre"] == reward["best_pre"]
+        assert row["family"] == "calc_chain" and row["gpu_usd"] > 0 and row["source"] == "surrogate"
+    with open(batch / "summary.csv") as f:
+        assert [float(r["r_total"]) for r in csv.DictReader(f)] == [r["r_total"] for r in rows]
+    assert record["agent"] == "reference" and record["table"]["mean_reward"] == printed["mean_reward"]

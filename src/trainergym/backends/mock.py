@@ -253,6 +253,11 @@ class MockBackend:
                                      bundle.manifest.episode or "unkeyed", cached.eval_n)
             cached = cached.model_copy(update={"post": post, "details": {**details, "noise": round(noise, 4)}})
         result = cached or simulate(bundle, task, self.seed, gpu.gpu(self.gpu_class or task.bounds.gpu))
+        if cached is None and result.cost_usd:  # a simulated job's GPU dollars, in the ledger as what they are
+            from trainergym.infra.costs import Ledger
+
+            Ledger().record("gpu", result.cost_usd, "surrogate", episode=bundle.manifest.episode or None,
+                            note=f"simulated job {result.job_id} ({result.gpu_count}x {result.gpu}, {result.status})")
         # One trained job, one delivery per submission (each with its episode's noise).
         key = result.job_id if cached is None else f"{result.job_id}+{uuid.uuid4().hex[:6]}"
         self._jobs[key] = result
