@@ -342,6 +342,48 @@ def eval_agent(
         raise typer.Exit(1)
 
 
+@app.command("compare")
+def compare_batches(
+    batches: list[Path] = typer.Argument(..., help="batch folders (runs/batch-<id>/) or their summary.json"),
+    as_json: bool = JSON,
+) -> None:
+    """Compare agents from their batches: mean reward with 95% bootstrap intervals per family and
+    overall, validated share, crashes, and each batch's difference from the first (significant
+    when its interval excludes zero)."""
+    from trainergym.agents.batch import read_summary
+    from trainergym.agents.compare import compare
+
+    try:
+        records = [read_summary(b) for b in batches]
+    except ValueError as e:
+        raise _usage_error(str(e)) from None
+    labels = [f"{r.get('agent', '?')} ({r['batch_id']})" for r in records]
+    table = compare(records)
+    if as_json:
+        print(json.dumps({"batches": labels, "families": {f: [c.__dict__ | {"significant": c.significant} for c in cells]
+                                                           for f, cells in table.items()}}))
+        return
+    sources = sorted({r.get("source") for rec in records for r in rec["episodes"] if r.get("source")})
+    out = Table(title="mean reward [95% bootstrap interval], validated share, crashed"
+                      + (" (surrogate post scores: mock backend)" if "surrogate" in sources else ""))
+    out.add_column("family")
+    for i, label in enumerate(labels):
+        out.add_column(label if i == 0 else f"{label}\nvs first", no_wrap=False)
+    fmt = lambda v: "-" if v is None else f"{v:+.3f}"  # noqa: E731
+    for family, cells in table.items():
+        row = []
+        for c in cells:
+            text = "no episodes" if c.mean is None else f"{fmt(c.mean)} [{fmt(c.ci[0])}, {fmt(c.ci[1])}]\n" \
+                                                            f"n={c.n}, valid {c.validated:.0%}, crashed {c.crashed}"
+            if c.diff is not None:
+                text += f"\ndiff {fmt(c.diff[0])} [{fmt(c.diff[1])}, {fmt(c.diff[2])}]" + (" *" if c.significant else "")
+            row.append(text)
+        out.add_row(family, *row, style="bold" if family == "all" else None)
+    console.print(out)
+    if len(records) > 1:
+        console.print("* the difference's 95% interval excludes zero (resampling episodes within each batch)")
+
+
 @app.command("probe")
 def probe_job(
     job_dir: Path = typer.Argument(..., help="a job directory holding job.toml and taskset/"),
