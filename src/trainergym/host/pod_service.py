@@ -6,7 +6,9 @@ once: a job is submitted, then polled. Every request carries the pod's random be
 only when the job reports `awaiting-eval`, after its training processes are gone.
 
     GET  /health                     -> {"ok", "busy", "gpu", "gpu_count", "job", "key"} (latest job, its key)
-    POST /jobs                       body: the bundle as .tar.gz; headers X-Family, X-Base-Model, X-Job-Key
+    POST /jobs                       body: the bundle as .tar.gz; headers X-Family, X-Base-Model, X-Job-Key,
+                                     X-Mode (the runner's mode: train, the default, or pre / pre-fresh for
+                                     a baseline measurement, whose bundle is ignored: send an empty one)
     GET  /jobs/{id}                  -> status (phase, heartbeat, progress)
     GET  /jobs/{id}/log              -> log tail (text)
     POST /jobs/{id}/eval             body: JSON list of hidden-eval items (only while awaiting-eval)
@@ -33,7 +35,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from trainergym.host.deployment import detect_gpus, visible_gpus
-from trainergym.host.runner import Commands, Runner, Timeouts
+from trainergym.host.runner import MODES, Commands, Runner, Timeouts
 from trainergym.job.result import FailureReason, RunResult
 
 MAX_BUNDLE_BYTES = 64 << 20
@@ -93,6 +95,9 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int |
         family, model = request.headers.get("x-family", ""), request.headers.get("x-base-model", "")
         if not family or not model:
             return JSONResponse({"error": "X-Family and X-Base-Model headers are required"}, status_code=400)
+        mode = request.headers.get("x-mode", "train")
+        if mode not in MODES:
+            return JSONResponse({"error": f"X-Mode must be one of {', '.join(MODES)}"}, status_code=400)
 
         def fetch_eval() -> list[dict]:
             if not job.eval_ready.wait(eval_wait_seconds):
@@ -101,7 +106,7 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int |
 
         runner = Runner(bundle, root / "run", fetch_eval, family, model, gpu=gpu, gpu_count=gpu_count,
                         usd_per_hour=usd_per_hour, commands=commands, timeouts=timeouts, host=workdir, install=install,
-                        confinement=confinement)
+                        confinement=confinement, mode=mode)
         job = _Job(runner, request.headers.get("x-job-key", ""))
         jobs[job_id] = job
 
@@ -197,11 +202,12 @@ def serve(workdir: Path, host: str = "0.0.0.0", port: int = 8000, environ=os.env
     uvicorn.run(create_app(workdir, **settings_from_env(environ)), host=host, port=port, log_level="warning")
 
 
-def pack(bundle_dir: Path) -> bytes:
-    """A bundle directory as .tar.gz bytes (regular files and directories only)."""
+def pack(bundle_dir: Path | None) -> bytes:
+    """A bundle directory as .tar.gz bytes (regular files and directories only); None packs an
+    empty one (a measurement's)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for path in sorted(Path(bundle_dir).rglob("*")):
+        for path in sorted(Path(bundle_dir).rglob("*")) if bundle_dir is not None else ():
             if path.is_file() and not path.is_symlink():
                 tar.add(path, arcname=path.relative_to(bundle_dir).as_posix())
     return buf.getvalue()
@@ -224,11 +230,14 @@ class PodClient:
         submitted with)."""
         return self._json(self.http.get("/health"))
 
-    def submit(self, bundle_dir: Path, family: str, base_model: str, key: str = "") -> str:
+    def submit(self, bundle_dir: Path | None, family: str, base_model: str, key: str = "", mode: str = "train") -> str:
         """`POST /jobs`: upload the bundle as .tar.gz, to run with `family` and `base_model` and
-        tagged with `key` (the queue's job id); returns the pod's job id. A busy pod answers 409."""
-        response = self.http.post("/jobs", content=pack(bundle_dir),
-                                  headers={"X-Family": family, "X-Base-Model": base_model, "X-Job-Key": key})
+        tagged with `key` (the queue's job id); returns the pod's job id. A busy pod answers 409.
+        `mode` "pre" or "pre-fresh" (and no bundle) measures the base model's baseline instead."""
+        headers = {"X-Family": family, "X-Base-Model": base_model, "X-Job-Key": key}
+        if mode != "train":  # a pod of an older release ignores the header: see the measurement's check
+            headers["X-Mode"] = mode
+        response = self.http.post("/jobs", content=pack(bundle_dir), headers=headers)
         return self._json(response)["job_id"]
 
     def status(self, job_id: str) -> dict:

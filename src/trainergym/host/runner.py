@@ -18,6 +18,12 @@ is gone, into a directory the job's code never saw, and agent code does not run 
 Every phase has a timeout and a named failure reason. `status.json` carries a heartbeat and
 progress for the pod service to report.
 
+A runner in mode `pre` (or `pre-fresh`) is a baseline-only job, what `trainergym baselines
+measure` runs: no bundle and nothing trained, so nothing of an agent's runs on the host. Setup
+(without a job package) -> the hidden eval -> pre only, through the same scorer and pre-score
+cache as a training job's (`pre-fresh` scores again and replaces the cached score); one GPU
+suffices, since nothing trains beside the served model.
+
 The real commands are the defaults (`Commands`); tests and dry runs swap in fake executables to
 exercise the orchestration (in code, or as the host's owner with `TRAINERGYM_HOST_COMMANDS`).
 Placeholders in a command: {root} {host} {prime_rl} {scorer} {hub} {rl_toml} {package} {family}
@@ -118,6 +124,11 @@ class Commands:
         return cls(**given)
 
 
+# What a runner does: train and score pre and post (a job), or score the base model only (a
+# baseline measurement; `pre-fresh` ignores the pre-score cache and replaces its entry).
+MODES = ("train", "pre", "pre-fresh")
+
+
 # Where a host's owner replaces the phase commands (`Commands.from_env`): the name for every host,
 # then the pod service's older one.
 COMMANDS_ENV = ("TRAINERGYM_HOST_COMMANDS", "TRAINERGYM_POD_COMMANDS")
@@ -155,13 +166,18 @@ class Runner:
     host's jobs share (default `root/host`): prime-rl's checkout, the scorer's install per
     `install` (pip specs for trainergym and the families), the pre-score cache and the base
     models. `gpu_count` is the GPUs the job may use (default: those this host shows);
-    `confinement` the train phase's (a mode of `Confinement.choose`, or one already chosen)."""
+    `confinement` the train phase's (a mode of `Confinement.choose`, or one already chosen).
+    `mode` is one of `MODES`: "train" runs the bundle; "pre" and "pre-fresh" ignore it and only
+    score the base model (a baseline measurement)."""
 
     def __init__(self, bundle: Path, root: Path, hidden_eval: Callable[[], list[dict]], family: str, base_model: str,
                  gpu: str = "unknown", gpu_count: int | None = None, usd_per_hour: float = 0.0,
                  commands: Commands | None = None, timeouts: Timeouts | None = None, host: Path | None = None,
                  heartbeat_seconds: float = 5.0, install: str = "trainergym",
-                 confinement: str | Confinement | None = None):
+                 confinement: str | Confinement | None = None, mode: str = "train"):
+        if mode not in MODES:
+            raise ValueError(f"runner mode {mode!r} is not one of {', '.join(MODES)}")
+        self.mode = mode
         self.bundle, self.root = Path(bundle), Path(root)
         self._fetch_eval = hidden_eval  # called only after training: the items are not on the host before
         self._hidden_eval: list[dict] = []
@@ -187,6 +203,7 @@ class Runner:
         # job's trainer may traverse this directory.
         self.log_path.touch(mode=0o600)
         self._phase, self._progress, self._cancel = "created", {}, threading.Event()
+        self._pre_cached = False
 
     @property
     def phase(self) -> str:
@@ -195,8 +212,9 @@ class Runner:
 
     # --- plumbing ----------------------------------------------------------------------------
     def _fill(self, argv: list[str], **extra: str) -> list[str]:
+        package = self.bundle / "package" if self.mode == "train" else ""  # a measurement installs no job
         values = {"root": self.root, "host": self.host, "prime_rl": self.stack_dir, "scorer": self.scorer_dir,
-                  "hub": self.hub, "rl_toml": self.rl_toml, "package": self.bundle / "package", "family": self.family,
+                  "hub": self.hub, "rl_toml": self.rl_toml, "package": package, "family": self.family,
                   "model": self.base_model, "run_dir": self.outputs, "home": self.home, "install": self.install,
                   **extra}
         return [a.format(**{k: str(v) for k, v in values.items()}) for a in argv]
@@ -285,8 +303,16 @@ class Runner:
 
     def _preflight(self) -> None:
         """What fails a job before anything is installed: too few GPUs, an unreadable rl.toml, no
-        way to confine the trainer. Writes the runner's rl.toml."""
+        way to confine the trainer. Writes the runner's rl.toml. A measurement needs one GPU and
+        no trainer."""
         self._phase = "setup"
+        if self.mode != "train":
+            if self.gpu_count < 1:
+                raise PhaseFailed(FailureReason.NO_GPU, "scoring serves the base model on a GPU and this host shows none")
+            self.host.mkdir(parents=True, exist_ok=True)
+            self.tmp.mkdir(mode=0o700, exist_ok=True)
+            self._log(f"== {self.gpu_count} GPUs; {self.mode}: the base model scored, nothing trained")
+            return
         if self.gpu_count < MIN_GPUS:
             raise PhaseFailed(FailureReason.TOO_FEW_GPUS, f"{self.gpu_count} GPU(s) here; training needs at least "
                                                           f"{MIN_GPUS}: one to train and one to serve")
@@ -358,17 +384,20 @@ class Runner:
     def run(self) -> RunResult:
         """Set up, train, score; never raises for the job's own failures. Writes and returns
         the result (`status` "succeeded" with `pre` and `post`, else a `failure`); its `details`
-        say how the trainer was confined and how the GPUs were split."""
+        say how the trainer was confined and how the GPUs were split. A measurement (mode `pre`,
+        `pre-fresh`) succeeds with `pre` alone; its `details` say whether it came from the cache."""
         started = time.monotonic()
         train_seconds, eval_n = None, 0
         outcome: dict = {}
         try:
             self._preflight()
             self._run("setup", self._fill(self.commands.setup), self.timeouts.setup, env=self._env())
-            t = time.monotonic()
-            self._train()
-            train_seconds = time.monotonic() - t
-            weights = self._weights()
+            weights = None
+            if self.mode == "train":
+                t = time.monotonic()
+                self._train()
+                train_seconds = time.monotonic() - t
+                weights = self._weights()
             # Only now, with every training process gone, does the hidden eval reach the host.
             self._phase = "awaiting-eval"
             self._status()
@@ -386,14 +415,8 @@ class Runner:
                 for item in self._hidden_eval:
                     f.write(json.dumps(item) + "\n")
             try:
-                cached = self.pre_cache / f"{self.family}--{self.base_model.replace('/', '--')}.json"
-                if cached.exists():
-                    pre = json.loads(cached.read_text())["score"]
-                else:
-                    pre = self._score("pre", self.base_model, eval_dir)
-                    cached.parent.mkdir(parents=True, exist_ok=True)
-                    cached.write_text(json.dumps({"score": pre, "n": len(self._hidden_eval)}))
-                post = self._score("post", str(weights), eval_dir)
+                pre = self._pre(eval_dir)
+                post = self._score("post", str(weights), eval_dir) if weights is not None else None
             finally:
                 shutil.rmtree(eval_dir, ignore_errors=True)
             outcome = {"status": "succeeded", "pre": pre, "post": post}
@@ -401,6 +424,8 @@ class Runner:
             outcome = {"status": "cancelled" if e.reason is FailureReason.CANCELLED else "failed", "failure": e.reason,
                        "failure_detail": e.detail, "failed_phase": self._phase}
         details = {"train_confinement": self.confinement.describe(), "deployment": self.deployment}
+        if self.mode != "train":  # a measurement: nothing trained, and whether pre came from the cache
+            details = {"mode": self.mode, "pre_cached": self._pre_cached}
         result = RunResult(**outcome, base_model=self.base_model, gpu=self.gpu, gpu_count=self.gpu_count, eval_n=eval_n,
                            train_seconds=round(train_seconds, 1) if train_seconds is not None else None,
                            wall_seconds=round(time.monotonic() - started, 1), log_tail=self.log_tail(),
@@ -411,6 +436,18 @@ class Runner:
         with os.fdopen(os.open(self.root / "result.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
             f.write(result.model_dump_json(indent=2))
         return result
+
+    def _pre(self, eval_dir: Path) -> float:
+        """The base model's score: from the host's pre-score cache (per family and model), else
+        scored and cached; mode `pre-fresh` always scores and replaces the cached entry."""
+        cached = self.pre_cache / f"{self.family}--{self.base_model.replace('/', '--')}.json"
+        if cached.exists() and self.mode != "pre-fresh":
+            self._pre_cached = True
+            return json.loads(cached.read_text())["score"]
+        pre = self._score("pre", self.base_model, eval_dir)
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps({"score": pre, "n": len(self._hidden_eval)}))
+        return pre
 
     def cancel(self) -> None:
         """Ask the job to stop; safe from another thread. The phase in progress is killed at its

@@ -1,22 +1,53 @@
-"""Untrained baselines with provenance (src/trainergym/data/baselines.toml).
+"""Untrained baselines with provenance: the packaged file (src/trainergym/data/baselines.toml)
+and the installation's measured file (`<data dir>/baselines.toml`).
 
 `best_pre` for a family is the best untrained model's score: the bar a trained model's
 uplift is measured against.
+
+Precedence, per (family, model): a `measured` row of the user's file replaces the packaged row
+(`reported` or `surrogate`) in place; a measured row for a model the packaged file has no row
+for is added after the packaged ones. Nothing else of the user's file is read.
+
+The measured file is written only by `trainergym baselines measure` (`write_measured`), which
+scored the models with the same scorer the jobs' pre-scores come from. Because best_pre is the
+bar the agent's reward is paid against, it is read only when it is plainly that command's
+output: a regular file (no link) owned by this user, 0600, in the data directory (hidden from
+agent code in the probe's sandbox and from the trainer; no workspace lies there), every row
+`measured` with its date, stack and backend, and a MAC over the rows keyed by the installation
+secret (`hidden.install_secret`), so a row edited by hand or a file copied from elsewhere is
+refused. A refused file raises `BaselineFileError` (one line) rather than falling back to the
+packaged figures: a bar that silently moved back would pay rewards against the wrong baseline.
 """
 
 from __future__ import annotations
 
+import fcntl
 import functools
+import hashlib
+import hmac
+import json
 import math
+import os
+import stat
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, model_validator
+import tomli_w
+from pydantic import BaseModel, ValidationError, model_validator
 
-from trainergym.paths import PACKAGE_DATA
+from trainergym.paths import PACKAGE_DATA, data_dir
 
 BASELINES_FILE = PACKAGE_DATA / "baselines.toml"
+MEASURED_NAME = "baselines.toml"  # in the data directory
+MEASURED_VERSION = 1
+_MEASURED_KEYS = {"family", "model", "score", "n", "source", "note", "date", "stack", "backend", "ci95"}
+
+
+class BaselineFileError(ValueError):
+    """The user's measured baselines file cannot be trusted or read; the message is one line
+    naming the file, what is wrong and what to do."""
 
 
 class Baseline(BaseModel):
@@ -58,9 +89,141 @@ def load_baselines(path: Path = BASELINES_FILE) -> tuple[Baseline, ...]:
     return tuple(Baseline.model_validate(row) for row in data["baseline"])
 
 
+# --- the installation's measured baselines ------------------------------------------------------
+def measured_path() -> Path:
+    """Where `trainergym baselines measure` keeps this installation's measured baselines."""
+    return data_dir() / MEASURED_NAME
+
+
+def _mac(rows: list[dict]) -> str:
+    """HMAC-SHA256 of the rows (canonical JSON) under a key derived from the installation secret:
+    only this installation's own `write_measured` produces it."""
+    from trainergym.task.hidden import install_secret  # not at import: it may create the secret
+
+    key = hmac.new(install_secret().encode(), b"measured-baselines", hashlib.sha256).digest()
+    canonical = json.dumps(rows, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hmac.new(key, canonical.encode(), hashlib.sha256).hexdigest()
+
+
+def _refuse(path: Path, why: str) -> BaselineFileError:
+    return BaselineFileError(f"{path}: {why}; run `trainergym baselines measure` again, or delete the file to use "
+                             "the packaged baselines")
+
+
+def load_measured(path: Path | None = None) -> tuple[Baseline, ...]:
+    """The measured rows of the user's file (none when there is no file), checked as the module
+    says; BaselineFileError when it is refused. Re-read whenever the file changes."""
+    path = path or measured_path()
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return ()
+    except OSError as e:
+        raise _refuse(path, f"cannot be read ({e.strerror})") from None
+    return _load_measured(path, (st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode, st.st_uid))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_measured(path: Path, signature: tuple) -> tuple[Baseline, ...]:
+    try:  # no link followed, no FIFO blocked on; the checks apply to what was opened
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        raise _refuse(path, "is a symbolic link" if os.path.islink(path) else f"cannot be read ({e.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse(path, "is not a regular file")
+        if st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise _refuse(path, f"must be yours and 0600 (it is uid {st.st_uid}, {st.st_mode & 0o777:04o}): anyone else "
+                                "who can write it could move the bar rewards are paid against")
+        raw = f.read(1 << 20)
+    try:
+        data = tomllib.loads(raw.decode())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise _refuse(path, f"is not valid TOML ({e})") from None
+    rows = data.get("baseline", [])
+    if data.get("version") != MEASURED_VERSION or not isinstance(data.get("mac"), str) or not isinstance(rows, list) \
+            or not all(isinstance(r, dict) for r in rows):
+        raise _refuse(path, f"is not a measured-baselines file (version {MEASURED_VERSION}, a mac and [[baseline]] tables)")
+    try:
+        mac = _mac(rows)
+    except ValueError:  # NaN or infinity in a row
+        raise _refuse(path, "holds a number that is not finite") from None
+    if not hmac.compare_digest(mac, data["mac"]):
+        raise _refuse(path, "its rows do not match the MAC `trainergym baselines measure` wrote (edited by hand, "
+                            "copied from another installation, or the installation secret changed)")
+    out, seen = [], set()
+    for row in rows:
+        try:
+            if set(row) - _MEASURED_KEYS:
+                raise ValueError(f"unknown keys {sorted(set(row) - _MEASURED_KEYS)}")
+            b = Baseline.model_validate(row)
+            _check_measured(b)
+        except (ValueError, ValidationError) as e:
+            raise _refuse(path, f"row {row.get('family')}/{row.get('model')}: {' '.join(str(e).split())}") from None
+        if (b.family, b.model) in seen:
+            raise _refuse(path, f"two rows for {b.family}/{b.model}")
+        seen.add((b.family, b.model))
+        out.append(b)
+    return tuple(out)
+
+
+def _check_measured(b: Baseline) -> None:
+    """What a measured row must be, whoever wrote it. ValueError otherwise."""
+    from trainergym.task.spec import ALLOWED_BASE_MODELS
+
+    if b.source != "measured":
+        raise ValueError(f"source is {b.source!r}: this file holds only measured rows")
+    if b.model not in ALLOWED_BASE_MODELS:
+        raise ValueError(f"{b.model} is not an allowed base model ({', '.join(ALLOWED_BASE_MODELS)})")
+    if not (0.0 <= b.score <= 1.0 and math.isfinite(b.score)) or b.n < 1:
+        raise ValueError(f"score {b.score} on n={b.n} items is not a hidden-eval score")
+
+
+def write_measured(rows: list[Baseline], path: Path | None = None) -> Path:
+    """Add `rows` (measured) to the user's file, replacing the rows of the same family and model,
+    and sign it. Only `trainergym baselines measure` calls this. An existing regular file that is
+    refused is replaced by `rows` alone (its rows are not trusted); a link or anything else there
+    raises BaselineFileError. Written 0600 under a lock, to a temporary file renamed into place."""
+    path = path or measured_path()
+    for b in rows:
+        _check_measured(b)
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:  # concurrent measurements merge, never race
+        os.chmod(lock.name, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            kept = {(b.family, b.model): b for b in load_measured(path)}
+        except BaselineFileError:
+            if path.is_symlink() or not path.is_file():
+                raise
+            kept = {}  # a refused regular file: replaced by the fresh measurements, never merged
+        for b in rows:
+            kept[(b.family, b.model)] = b
+        table = [b.model_dump(mode="json", exclude_none=True) for b in kept.values()]
+        text = ("# Measured by `trainergym baselines measure`: untrained models scored on this installation's hidden\n"
+                "# evals. Do not edit: the mac covers every row, and an edited file is refused (delete it instead).\n"
+                + tomli_w.dumps({"version": MEASURED_VERSION, "mac": _mac(table), "baseline": table}))
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)  # 0600
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    return path
+
+
+# --- lookups: the packaged rows, with the measured ones preferred ---------------------------------
 def for_family(family: str) -> list[Baseline]:
-    """The family's baselines in file order (none for an unknown family)."""
-    return [b for b in load_baselines() if b.family == family]
+    """The family's baselines: the packaged rows in file order, each replaced by this
+    installation's measured row for the same model, then measured rows for models the packaged
+    file lacks (none for an unknown family). BaselineFileError when the measured file is refused."""
+    measured = {b.model: b for b in load_measured() if b.family == family}
+    rows = [measured.pop(b.model, b) for b in load_baselines() if b.family == family]
+    return rows + list(measured.values())
 
 
 def score(family: str, model: str) -> Baseline:
