@@ -14,14 +14,16 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # a stray hub lookup fails fast instead of hanging
 pytest.importorskip("tinker_cookbook", reason="the Tinker adapter needs the tinker extra: uv sync --extra tinker")
 
 from tinker_cookbook.completers import TokenCompleter, TokensWithLogprobs  # noqa: E402
-from tinker_cookbook.renderers import ToolCall, UnparsedToolCall, get_renderer  # noqa: E402
+from tinker_cookbook.renderers import Message, ToolCall, UnparsedToolCall, get_renderer  # noqa: E402
 from tinker_cookbook.rl import train  # noqa: E402
 from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages  # noqa: E402
+from tinker_cookbook.rl.metric_util import compute_trajectory_metrics  # noqa: E402
 from tinker_cookbook.rl.rollout_runner import run_rollout  # noqa: E402
 from tinker_cookbook.rl.rollouts import do_group_rollout  # noqa: E402
 from tinker_cookbook.tokenizer_utils import get_tokenizer, register_tokenizer  # noqa: E402
@@ -35,8 +37,9 @@ from trainergym.adapters.tinker import (  # noqa: E402
     TrainerMessageEnv,
     train_config,
 )
+from trainergym.agents import make_agent  # noqa: E402
 from trainergym.agents.reference import reference_job_files  # noqa: E402
-from trainergym.env.core import AsyncTrainerEnv  # noqa: E402
+from trainergym.env.core import AsyncTrainerEnv, TrainerEnv  # noqa: E402
 
 TOKENIZER = "offline/tiny-qwen"
 RENDERER = ENV_RENDERER
@@ -70,6 +73,24 @@ def qwen35_tool_call(name: str, arguments: dict) -> str:
     return f"<tool_call>\n<function={name}>\n{params}</function>\n</tool_call>"
 
 
+def rendered_reply(name: str, arguments: dict, spelled_out: bool = False) -> list[int]:
+    """A reply making one tool call, as the renderer writes it: the trained tokens of a
+    supervised example ending in that assistant message (its text and the stop token).
+    `spelled_out`: `<tool_call>` as single bytes, a non-canonical tokenization of the same text."""
+    renderer = get_renderer(RENDERER, get_tokenizer(TOKENIZER))
+    call = ToolCall(function=ToolCall.FunctionBody(name=name, arguments=json.dumps(arguments)))
+    model_input, weights = renderer.build_supervised_example(
+        [Message(role="user", content="go"), Message(role="assistant", content="", tool_calls=[call])])
+    tokens = [t for t, w in zip(model_input.to_ints(), weights.tolist()) if w > 0]
+    if spelled_out:
+        tag = renderer.tokenizer.convert_tokens_to_ids("<tool_call>")
+        bytes_ = renderer.tokenizer.encode("<", add_special_tokens=False) + \
+            renderer.tokenizer.encode("tool_call>", add_special_tokens=False)
+        assert tag not in bytes_ and len(bytes_) == len("<tool_call>")
+        tokens = [x for t in tokens for x in (bytes_ if t == tag else [t])]
+    return tokens
+
+
 def reference_calls(family: str) -> list[tuple[str, dict]]:
     """ReferenceAgent's calls, one per turn."""
     calls = [("list_files", {}), ("read_file", {"path": "INSTRUCTIONS.md"}), ("get_baseline_scores", {})]
@@ -78,15 +99,16 @@ def reference_calls(family: str) -> list[tuple[str, dict]]:
 
 
 class ScriptedPolicy(TokenCompleter):
-    """Plays `reference` episodes (ReferenceAgent's calls) and `idle` ones (get_baseline_scores
-    until the turns run out). The n-th episode to start plays scripts[n % len(scripts)]: a new
-    episode is a prompt with no assistant turn yet; later turns read their script off the first."""
+    """Plays `reference` episodes (ReferenceAgent's calls, as the renderer writes them), `idle`
+    ones (get_baseline_scores until the turns run out), `cut` ones (a first reply stopped at
+    max_tokens) and `broken` ones (a first reply without its stop token). The n-th episode to start
+    plays scripts[n % len(scripts)]: a new episode is a prompt with no assistant turn yet; later
+    turns read their script off the first. `spelled_out`: every `<tool_call>` sampled byte by byte."""
 
-    def __init__(self, family: str, scripts: tuple[str, ...] = ("reference", "idle")):
+    def __init__(self, family: str, scripts: tuple[str, ...] = ("reference", "idle"), spelled_out: bool = False):
         self.tokenizer = get_tokenizer(TOKENIZER)
-        self.stop = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.scripts, self.reference, self.started = scripts, reference_calls(family), 0
-        self.calls = 0
+        self.spelled_out, self.calls = spelled_out, 0
 
     async def __call__(self, model_input, stop, *, max_tokens=None) -> TokensWithLogprobs:
         self.calls += 1
@@ -95,13 +117,18 @@ class ScriptedPolicy(TokenCompleter):
             script = self.scripts[self.started % len(self.scripts)]
             self.started += 1
         else:
-            script = "reference" if "<function=list_files>" in turns[0] else "idle"
+            script = "idle" if "<function=get_baseline_scores>" in turns[0] else "reference"
+        stop_reason = "stop"
         if script == "reference":
             name, args = self.reference[min(len(turns), len(self.reference) - 1)]
-        else:
-            name, args = "get_baseline_scores", {}
-        tokens = self.tokenizer.encode(qwen35_tool_call(name, args), add_special_tokens=False) + [self.stop]
-        return TokensWithLogprobs(tokens=tokens, maybe_logprobs=[-0.5] * len(tokens))
+            tokens = rendered_reply(name, args, spelled_out=self.spelled_out)
+        elif script == "idle":
+            tokens = rendered_reply("get_baseline_scores", {}, spelled_out=self.spelled_out)
+        else:  # cut or broken: a reply that never reaches its stop token
+            tokens = self.tokenizer.encode("<tool_call>\n<function=write_file>\n<parameter=path>\njob.toml",
+                                           add_special_tokens=False)
+            stop_reason = "length" if script == "cut" else "stop"
+        return TokensWithLogprobs(tokens=tokens, maybe_logprobs=[-0.5] * len(tokens), stop_reason=stop_reason)
 
 
 @pytest.fixture
@@ -125,27 +152,29 @@ def test_group_rollout_through_cookbook_rollouts_advantages_and_data(short_task)
     # which episode plays which script depends on which asked the policy first: read it off the env
     reference = [core.episode.trajectory[1]["info"]["tool"] == ["list_files"] for core in cores]
     assert sorted(reference) == [False, False, True, True]
-    for traj, core, is_reference in zip(tg.trajectories_G, cores, reference):
+    for traj, core, is_reference, metrics in zip(tg.trajectories_G, cores, reference, tg.metrics_G):
         steps = traj.transitions
         assert [t.reward for t in steps[:-1]] == [0.0] * (len(steps) - 1)  # reward only at the end
         assert steps[-1].episode_done
         assert steps[-1].reward == pytest.approx(core.episode.reward.total)
-        metrics = steps[-1].metrics
-        assert {"validation", "job_quality", "speed", "validated", "job_succeeded"} <= set(metrics)
+        # the episode's metrics come once per trajectory (compute_group_rewards), the stop reason per step
+        assert {"validation", "job_quality", "speed", "validated", "job_succeeded", "episode_ended"} <= set(metrics)
+        assert metrics["episode_ended"] == 1.0 and not {"validated", "validation"} & set(steps[-1].metrics)
         if is_reference:  # 3 look-arounds, 3 files, 1 submission; the job trains and scores
-            assert len(steps) == 7 and traj.stop_reason == "completed" and metrics["stop/completed"] == 1.0
+            assert len(steps) == 7 and traj.stop_reason == "completed" and steps[-1].metrics["stop/completed"] == 1.0
             assert metrics["validated"] == metrics["job_succeeded"] == metrics["validation"] == 1.0
             # named by their source: the mock backend's figures are never logged as measurements
             assert {"surrogate/post", "surrogate/post_expected", "surrogate/uplift", "surrogate/speed"} <= set(metrics)
             assert not any(k.startswith("measured/") for k in metrics)
             assert steps[-1].reward > 0.35
         else:  # idle: never submits, runs out of turns
-            assert len(steps) == 12 and traj.stop_reason == "max_turns" and metrics["stop/max_turns"] == 1.0
+            assert len(steps) == 12 and traj.stop_reason == "max_turns" and steps[-1].metrics["stop/max_turns"] == 1.0
             assert steps[-1].reward <= 0 and metrics["validated"] == 0.0
     # the identical reference bundles of the group were trained once: one result for both
     results = [core.episode.result for core, is_reference in zip(cores, reference) if is_reference]
     assert results[0].job_id == results[1].job_id and len({id(core.backend) for core in cores}) == 1
 
+    assert tg.final_rewards_G == [0.0] * 4  # the env's reward came with the last step
     advantages = compute_advantages([tg])
     totals = tg.get_total_rewards()
     assert advantages[0].tolist() == pytest.approx([r - sum(totals) / 4 for r in totals])
@@ -156,6 +185,114 @@ def test_group_rollout_through_cookbook_rollouts_advantages_and_data(short_task)
         adv = datum.loss_fn_inputs["advantages"].to_torch()
         assert adv.abs().sum() > 0  # every datum carries its trajectory's advantage on sampled tokens
     assert not cores[0].backend.in_flight()
+
+
+def gym_reference_run(family: str, seed: int, runs: Path) -> tuple[float, Path]:
+    """The reference agent through the Gymnasium face: its reward and its run directory."""
+    env = TrainerEnv(runs_dir=runs)
+    obs, info = env.reset(seed=seed, options={"family": family})
+    agent = make_agent("reference")
+    agent.reset(obs, info)
+    terminated = truncated = False
+    while not (terminated or truncated):
+        obs, reward, terminated, truncated, info = env.step(agent.act(obs, info))
+    run = env.inner.run_path
+    env.close()
+    return reward, run
+
+
+def workspace_files(run: Path) -> dict[str, bytes]:
+    root = run / "workspace"
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_tool_call_arguments_round_trip_exactly_through_the_renderer():
+    """The stock parser strips a value's surrounding whitespace and JSON-decodes what it can; the
+    env's renderer hands back exactly what was rendered."""
+    renderer = get_renderer(RENDERER, get_tokenizer(TOKENIZER))
+    contents = ["ends in a newline\n", "\n\nleading and trailing\n\n", "", "\n", "42", '"quoted"', '{"a":1}',
+                "  indented\n\ttabs  ", "a literal </parameter> stays", "x = '</parameter>'\n</parameter>\nmore\n"]
+    for content in contents:
+        sampled = rendered_reply("write_file", {"path": "f.txt", "content": content})
+        message, termination = renderer.parse_response(sampled)
+        assert termination.is_clean, content
+        (call,) = message["tool_calls"]
+        assert json.loads(call.function.arguments) == {"path": "f.txt", "content": content}, content
+        # and the parsed reply renders back to the very tokens sampled (what lets turns merge)
+        again, weights = renderer.build_supervised_example([Message(role="user", content="go"), message])
+        assert [t for t, w in zip(again.to_ints(), weights.tolist()) if w > 0] == sampled
+    stock, _ = get_renderer("qwen3_5_disable_thinking", get_tokenizer(TOKENIZER)).parse_response(
+        rendered_reply("write_file", {"path": "f.txt", "content": "42\n"}))
+    assert json.loads(stock["tool_calls"][0].function.arguments)["content"] == 42  # what this fixes
+
+
+@pytest.mark.parametrize("family", ["calc_chain", "ledger"])
+def test_files_and_reward_through_tinker_equal_the_gymnasium_path(family, tmp_path):
+    """The reference agent's calls, rendered with the renderer and parsed back: the files written
+    are byte-identical to the Gymnasium path's, so are the bundle hash and, for the same episode
+    seed, the reward."""
+    seed = 3
+    group = builder(family, group_size=1, seed=seed, runs_dir=str(tmp_path / "tinker"))
+    tg = asyncio.run(do_group_rollout(group, ScriptedPolicy(family, scripts=("reference",))))
+    (tinker_run,) = (tmp_path / "tinker").iterdir()
+    gym_reward, gym_run = gym_reference_run(family, seed, tmp_path / "gym")
+    assert workspace_files(tinker_run) == workspace_files(gym_run)
+    assert any(c.endswith(b"\n") for c in workspace_files(gym_run).values())  # what the stock parser stripped
+    hashes = [json.loads((run / "manifest.json").read_text())["content_hash"] for run in (tinker_run, gym_run)]
+    assert hashes[0] == hashes[1]
+    assert tg.get_total_rewards() == [pytest.approx(gym_reward)] and gym_reward > 0.35
+
+
+def uncached_prefill(trajectory) -> int:
+    """Prompt tokens a prefix cache could not serve: each turn's prompt past its common prefix
+    with the previous prompt and reply."""
+    total, previous = 0, []
+    for t in trajectory.transitions:
+        ob = t.ob.to_ints()
+        shared = next((i for i, (a, b) in enumerate(zip(ob, previous)) if a != b), min(len(ob), len(previous)))
+        total += len(ob) - shared
+        previous = ob + list(t.ac.tokens)
+    return total
+
+
+@pytest.mark.parametrize("spelled_out", [False, True], ids=["canonical", "non-canonical-tokens"])
+def test_an_episode_merges_into_one_datum(spelled_out):
+    """With the model's text unchanged, every observation extends the previous prompt and reply
+    exactly, so the cookbook's own assembly makes one Datum per episode and nothing is prefilled
+    twice; also when the sampled tokens are not the tokenizer's own split of that text."""
+    group = builder("calc_chain", group_size=2, seed=0)
+    tg = asyncio.run(do_group_rollout(group, ScriptedPolicy("calc_chain", scripts=("reference",),
+                                                            spelled_out=spelled_out)))
+    assert [len(t.transitions) for t in tg.trajectories_G] == [7, 7]
+    data, meta = assemble_training_data([tg], [torch.tensor([1.0, -1.0])])
+    assert [m["traj_idx"] for m in meta] == [0, 1]  # one record per episode
+    for traj, datum in zip(tg.trajectories_G, data):
+        last = traj.transitions[-1]
+        whole = last.ob.to_ints() + list(last.ac.tokens)
+        assert datum.model_input.to_ints() == whole[:-1]  # the episode, every sampled token as sampled
+        assert uncached_prefill(traj) == traj.transitions[-1].ob.length - sum(len(t.ac.tokens) for t in traj.transitions[:-1])
+        assert all(list(t.ac.tokens) == whole[len(t.ob.to_ints()):len(t.ob.to_ints()) + len(t.ac.tokens)]
+                   for t in traj.transitions)
+
+
+def test_every_trajectory_carries_the_episode_metrics(short_task):
+    """Episodes the cookbook ends itself (a reply cut at max_tokens, one without its stop token)
+    carry the metrics too, so `env/all/validated` is the share of all episodes: 1 of 5 is 0.2."""
+    group = builder(short_task, group_size=5, seed=0)
+    policy = ScriptedPolicy("calc_chain", scripts=("reference", "cut", "broken", "idle", "cut"))
+    tg = asyncio.run(do_group_rollout(group, policy))
+    stops = sorted(t.stop_reason for t in tg.trajectories_G)
+    assert stops == ["completed", "max_tokens", "max_tokens", "max_turns", "parse_error"]
+    assert all({"validated", "validation", "job_quality", "attempts", "episode_ended"} <= set(m) for m in tg.metrics_G)
+    metrics = compute_trajectory_metrics([tg], [group.logging_tags()])
+    assert metrics["env/all/validated"] == pytest.approx(0.2)
+    assert metrics["env/all/episode_ended"] == pytest.approx(0.4)  # the reference and the idle one
+    for traj, core, m in zip(tg.trajectories_G, group.core_envs, tg.metrics_G):
+        assert core.episode.done  # the cut ones were ended, as they stood
+        if traj.stop_reason in ("max_tokens", "parse_error"):
+            assert m["episode_ended"] == 0.0
+            assert core.episode.trajectory[-1]["reason"] == f"the rollout ended it: {traj.stop_reason}"
+            assert traj.transitions[-1].reward == -0.1 and traj.transitions[-1].episode_done
 
 
 def test_builder_pickles_before_and_after_making_envs(short_task):

@@ -5,13 +5,21 @@ asynchronous semantics docs/adapters.md describes; other releases differ).
 
 The layers, bottom up:
 
+- `Qwen35NoThinkingRenderer`: Qwen3.5's chat format, parsed so that a tool call's string
+  arguments are exactly the text the model sampled (the stock parser strips and JSON-decodes
+  them), so files round-trip byte for byte and a re-rendered turn equals the sampled one.
 - `TrainerMessageEnv`: one `AsyncTrainerEnv` episode as a cookbook `MessageEnv`. The model's
   parsed tool calls become one env action; each call is answered by its own tool message. The
   reward is the env's, and arrives only on the last turn (after the GPU job); every other turn
-  pays 0. `EnvFromMessageEnv` turns it into the token-level `Env` the cookbook trains on.
+  pays 0.
+- `TrainerTokenEnv`: the cookbook's `EnvFromMessageEnv` over it, whose next observation extends
+  the previous prompt and the sampled tokens exactly whenever the model's text survives
+  re-rendering, so an episode's turns merge into one training Datum.
 - `TrainerEnvGroupBuilder`: one GRPO group (N episodes of one task). It holds only plain
   settings, so it pickles; tokenizer, renderer, backends and envs are built in `make_envs`.
-  `cleanup` ends every episode it built, which cancels any job still in flight.
+  `compute_group_rewards` gives every trajectory the episode's metrics, also one the cookbook
+  ended itself (a reply cut at max_tokens, a parse error); `cleanup` ends every episode it
+  built, which cancels any job still in flight.
 - `TrainerDatasetBuilder`: batches of groups over families and task files; held-out families
   (triage) never reach training and form the test set instead.
 - `train_config` / `main`: the training run with the original's defaults.
@@ -24,23 +32,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import chz
-from tinker_cookbook import model_info
-from tinker_cookbook.renderers import Message, Renderer, ToolSpec, get_renderer, get_text_content, register_renderer
-from tinker_cookbook.renderers.qwen3_5 import Qwen3_5DisableThinkingRenderer
-from tinker_cookbook.rl import train
-from tinker_cookbook.rl.message_env import EnvFromMessageEnv, MessageEnv, MessageStepResult
-from tinker_cookbook.rl.types import STOP_METRIC_PREFIX, Env, EnvGroupBuilder, RLDataset, RLDatasetBuilder, StopReason
-from tinker_cookbook.tokenizer_utils import get_tokenizer
+from trainergym.adapters import requires_extra
+
+with requires_extra("tinker", "tinker"):
+    import chz
+    import tinker
+    from tinker_cookbook import model_info
+    from tinker_cookbook.renderers import (Message, Renderer, ToolCall, ToolSpec, UnparsedToolCall, get_renderer,
+                                           get_text_content, register_renderer)
+    from tinker_cookbook.renderers.qwen3_5 import Qwen3_5DisableThinkingRenderer
+    from tinker_cookbook.rl import train
+    from tinker_cookbook.rl.message_env import EnvFromMessageEnv, MessageEnv, MessageStepResult
+    from tinker_cookbook.rl.types import (STOP_METRIC_PREFIX, Env, EnvGroupBuilder, Metrics, RLDataset,
+                                          RLDatasetBuilder, StepResult, StopReason, Trajectory)
+    from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 from trainergym.agents.prompt import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
 from trainergym.backends import Backend, make_backend, shared_backend
@@ -61,17 +77,51 @@ DEFAULT_RENDERER = "qwen3_5_disable_thinking"
 ENV_RENDERER = "trainergym_qwen3_5_disable_thinking"
 
 
-class Qwen35NoThinkingRenderer(Qwen3_5DisableThinkingRenderer):
-    """`qwen3_5_disable_thinking`, except that a `</think>` in the reply is content.
+# A Qwen3.5 XML tool call (as tinker_cookbook/renderers/qwen3_5.py frames it), and one of its
+# parameters. The template writes `<parameter=NAME>\nVALUE\n</parameter>`,
+# so exactly one newline on each side is framing; a value ends at the `</parameter>` that a further
+# parameter or the end of the call follows (a literal `</parameter>` inside a file stays content).
+_FUNCTION_BLOCK_RE = re.compile(
+    r"^\s*<tool_call>\s*<function=(?P<name>[^>\n]+)>\s*(?P<body>.*?)\s*</function>\s*</tool_call>\s*$", re.DOTALL)
+_EXACT_PARAM_RE = re.compile(r"<parameter=(?P<name>[^>\n]+)>\n?(?P<value>.*?)\n?</parameter>(?=\s*(?:<parameter=|$))",
+                             re.DOTALL)
 
-    The cookbook's parser treats everything before a sampled `</think>` as thinking. With
-    thinking disabled the prompt has already closed the think block, so a `</think>` can only
-    be text the model writes, and a reward function has to write it (every family's reference
-    reward strips the trained model's thinking with `reply.rsplit("</think>", 1)`); the stock
-    parser swallows that whole tool call as thinking. Rendering is unchanged."""
+
+class Qwen35NoThinkingRenderer(Qwen3_5DisableThinkingRenderer):
+    """`qwen3_5_disable_thinking` with two parsing rules changed; rendering is unchanged.
+
+    - A `</think>` in the reply is content. The cookbook's parser treats everything before a
+      sampled `</think>` as thinking. With thinking disabled the prompt has already closed the
+      think block, so a `</think>` can only be text the model writes, and a reward function has
+      to write it (every family's reference reward strips the trained model's thinking with
+      `reply.rsplit("</think>", 1)`); the stock parser swallows that whole tool call as thinking.
+    - A tool call's parameter values are the sampled text, unstripped and undecoded: the
+      template's framing newline on each side is all that is removed. The stock parser strips
+      all surrounding whitespace (a file's trailing newline) and JSON-decodes what it can (a
+      file holding `42` or a JSON document), so the files written differed from the files
+      sampled, and the re-rendered turn from the sampled turn. Values are therefore strings;
+      the env converts those of non-string parameters by the tool's schema
+      (`TrainerMessageEnv._arguments`)."""
 
     def _normalize_response_tokens(self, response: list[int]) -> list[int]:
         return response
+
+    def _parse_qwen3_5_tool_call_xml(self, raw_text: str) -> ToolCall | UnparsedToolCall:
+        match = _FUNCTION_BLOCK_RE.match(raw_text)
+        if not match or not match.group("name").strip():
+            return UnparsedToolCall(raw_text=raw_text, error="Malformed Qwen3.5 tool call XML")
+        body, arguments, pos = match.group("body"), {}, 0
+        for param in _EXACT_PARAM_RE.finditer(body):
+            if body[pos:param.start()].strip():
+                return UnparsedToolCall(raw_text=raw_text, error="Unexpected non-parameter content inside <function> block")
+            name = param.group("name").strip()
+            if not name:
+                return UnparsedToolCall(raw_text=raw_text, error="Empty parameter name")
+            arguments[name] = param.group("value")
+            pos = param.end()
+        if body[pos:].strip():
+            return UnparsedToolCall(raw_text=raw_text, error="Unexpected trailing content inside <function> block")
+        return ToolCall(function=ToolCall.FunctionBody(name=match.group("name").strip(), arguments=json.dumps(arguments)))
 
 
 register_renderer(ENV_RENDERER, lambda tokenizer, image_processor: Qwen35NoThinkingRenderer(
@@ -112,7 +162,8 @@ class TrainerMessageEnv(MessageEnv):
     async def step(self, message: Message) -> MessageStepResult:
         """Apply one assistant `message` as one env step (its parsed tool calls, else its unparsed
         ones, else its prose) and answer each call with its own tool message. The reward is 0 until
-        the episode ends; the last step carries the episode reward, and its terms as metrics."""
+        the episode ends; the last step carries the episode reward and its stop reason (the
+        episode's metrics come with `TrainerEnvGroupBuilder.compute_group_rewards`)."""
         self.messages.append(message)
         calls = list(message.get("tool_calls") or [])
         unparsed = list(message.get("unparsed_tool_calls") or [])
@@ -124,7 +175,7 @@ class TrainerMessageEnv(MessageEnv):
         self.messages += self._replies(calls, ids, unparsed, obs, info)
         done = terminated or truncated
         return MessageStepResult(reward=reward if done else 0.0, episode_done=done, next_messages=list(self.messages),
-                                 metrics=_final_metrics(info, truncated) if done else {})
+                                 metrics={f"{STOP_METRIC_PREFIX}{_stop_reason(info, truncated)}": 1.0} if done else {})
 
     def _action(self, message: Message, calls: list, ids: list[str], unparsed: list) -> Any:
         """The env action for one assistant message; a malformed one still reaches the env, so
@@ -141,18 +192,18 @@ class TrainerMessageEnv(MessageEnv):
         return get_text_content(message)  # prose: the env parses what it can and says what it did
 
     def _arguments(self, call) -> str:
-        """Qwen3.5's XML tool calls carry no types: the renderer JSON-decodes every parameter it
-        can, so a file whose text is JSON arrives as an object. Our tools take strings (strictly),
-        so a string parameter gets its text back."""
+        """The call's arguments typed by the tool's schema. Qwen3.5's XML tool calls carry no
+        types: our renderer hands every value over as the sampled text, so a parameter that is not
+        a string is JSON-decoded here (left as text if it is not JSON; the env then reports it). A
+        renderer that decoded a string parameter's JSON text gets it re-encoded."""
         strings = self._string_params.get(call.function.name)
         try:
             args = json.loads(call.function.arguments or "{}")
         except json.JSONDecodeError:
             return call.function.arguments  # the env reports it
-        if not strings or not isinstance(args, dict):
+        if strings is None or not isinstance(args, dict):
             return call.function.arguments
-        fixed = {k: v if k not in strings or isinstance(v, str) else json.dumps(v) for k, v in args.items()}
-        return json.dumps(fixed)
+        return json.dumps({k: _typed(v, k in strings) for k, v in args.items()})
 
     @staticmethod
     def _replies(calls: list, ids: list[str], unparsed: list, obs: str, info: dict) -> list[Message]:
@@ -173,14 +224,31 @@ class TrainerMessageEnv(MessageEnv):
         return replies
 
 
-def _final_metrics(info: dict, truncated: bool) -> dict[str, float]:
+def _typed(value: Any, is_string: bool) -> Any:
+    if is_string:
+        return value if isinstance(value, str) else json.dumps(value)
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value
+
+
+def _stop_reason(info: dict, truncated: bool) -> StopReason:
     r = info.get("reward_breakdown") or {}
     if truncated:
-        stop = StopReason.MAX_TURNS
-    elif not r.get("validated") and info.get("attempts_left") == 0:
-        stop = StopReason.MAX_TOOL_CALLS  # the submit budget, the env's only tool budget, ran out
-    else:
-        stop = StopReason.COMPLETED
+        return StopReason.MAX_TURNS
+    if not r.get("validated") and info.get("attempts_left") == 0:
+        return StopReason.MAX_TOOL_CALLS  # the submit budget, the env's only tool budget, ran out
+    return StopReason.COMPLETED
+
+
+def episode_metrics(breakdown: dict, ended_by_env: bool) -> dict[str, float]:
+    """The episode's metrics from its reward breakdown: the reward's terms, whether it validated
+    and its job succeeded, the attempts, whether the env ended it (0: the cookbook cut it), and
+    the job's figures named by their source ("surrogate/post" is the mock's, never a measurement)."""
+    r = breakdown
     return {
         "validation": float(r.get("validation", 0.0)),
         "job_quality": float(r.get("job_quality", 0.0)),
@@ -188,11 +256,62 @@ def _final_metrics(info: dict, truncated: bool) -> dict[str, float]:
         "validated": float(bool(r.get("validated"))),
         "job_succeeded": float(r.get("job_status") == "succeeded"),
         "attempts": float(r.get("attempts", 0)),
-        f"{STOP_METRIC_PREFIX}{stop}": 1.0,
-        # Named by where they came from: "surrogate/post" is the mock backend's, never a measurement.
+        "episode_ended": float(ended_by_env),
         **({f"{r['source']}/{k}": float(r[k]) for k in ("post", "post_expected", "uplift", "speed")
             if r.get(k) is not None} if r.get("source") else {}),
     }
+
+
+class TrainerTokenEnv(EnvFromMessageEnv):
+    """The cookbook's token-level env over a `TrainerMessageEnv`, with merging turns.
+
+    The cookbook merges consecutive turns into one Datum only when each observation begins with
+    the previous observation plus the sampled tokens (`data_processing.trajectory_to_data`).
+    `EnvFromMessageEnv` re-renders the whole conversation every turn, and a re-rendered reply
+    tokenizes canonically, while a sampled one need not (`<tool_call>` spelled out byte by byte,
+    another split of the same text): the texts agree, the tokens do not, and every such turn
+    started a new Datum whose prompt was prefilled again. Here, when the re-rendered conversation
+    up to the end of the reply decodes to the same text as the previous observation plus the
+    sampled tokens, the next observation is those tokens followed by the renderer's tokens for
+    the rest (after the reply's stop token, so the rest tokenizes alike in either context). When
+    the text changed (a reply the renderer normalizes, history the template rewrites), the
+    re-rendered observation stands."""
+
+    def __init__(self, renderer: Renderer, message_env: TrainerMessageEnv, **kwargs: Any):
+        super().__init__(renderer, message_env, **kwargs)
+        self._last_ob: list[int] | None = None
+
+    async def initial_observation(self):
+        """The cookbook's first observation, remembered as the prefix of the next."""
+        first = await super().initial_observation()
+        if isinstance(first, tuple):
+            self._last_ob = first[0].to_ints()
+        return first
+
+    async def step(self, action: list[int], *, extra=None) -> StepResult:
+        """The cookbook's step, its next observation extending this one where the text allows."""
+        result = await super().step(action, extra=extra)
+        if result.episode_done or self._last_ob is None:
+            self._last_ob = None
+            return result
+        observation = self._extend(self._last_ob + list(action), result.next_observation)
+        self._last_ob = observation.to_ints()
+        return dataclasses.replace(result, next_observation=observation)
+
+    def _extend(self, sampled: list[int], rendered: tinker.ModelInput) -> tinker.ModelInput:
+        tokens = rendered.to_ints()
+        if tokens[:len(sampled)] == sampled or not sampled:
+            return rendered
+        stop = sampled[-1]  # the reply's stop token; the prompt before it holds one per message
+        ends = [i for i, t in enumerate(tokens) if t == stop]
+        count = sampled.count(stop)
+        if len(ends) < count:
+            return rendered
+        cut = ends[count - 1] + 1
+        decode = self.renderer.tokenizer.decode
+        if decode(tokens[:cut]) != decode(sampled):
+            return rendered
+        return tinker.ModelInput.from_ints(sampled + tokens[cut:])
 
 
 # --- one group ---------------------------------------------------------------------------------
@@ -245,12 +364,34 @@ class TrainerEnvGroupBuilder(EnvGroupBuilder):
             core = AsyncTrainerEnv(task=self.task, backend=shared or self._new_backend(), job_timeout=self.job_timeout,
                                    runs_dir=Path(self.runs_dir) if self.runs_dir else None, reward_noise=self.reward_noise)
             self._cores.append(core)
-            envs.append(EnvFromMessageEnv(renderer, TrainerMessageEnv(core, renderer, self.task, self.seed),
-                                          failed_parse_reward=BROKEN_REPLY_REWARD,
-                                          context_overflow_reward=BROKEN_REPLY_REWARD,
-                                          max_trajectory_tokens=self.max_trajectory_tokens,
-                                          max_generation_tokens=self.max_tokens))
+            envs.append(TrainerTokenEnv(renderer, TrainerMessageEnv(core, renderer, self.task, self.seed),
+                                        failed_parse_reward=BROKEN_REPLY_REWARD,
+                                        context_overflow_reward=BROKEN_REPLY_REWARD,
+                                        max_trajectory_tokens=self.max_trajectory_tokens,
+                                        max_generation_tokens=self.max_tokens))
         return envs
+
+    async def compute_group_rewards(self, trajectory_group: list[Trajectory],
+                                    env_group: Sequence[Env]) -> list[tuple[float, Metrics]]:
+        """Every trajectory's episode metrics (`episode_metrics`), whoever ended it. An episode
+        the cookbook cut (max_tokens, a parse error, a context overflow, a rollout limit) is ended
+        here as it stands, so `env/all/validated` is a share of all episodes, not of those the env
+        ended. The reward adds nothing, except for a trajectory with no final step (a runner
+        limit cut it between turns): it gets the episode's reward as it stands, as `end()` scores."""
+        out: list[tuple[float, Metrics]] = []
+        for traj, env in zip(trajectory_group, env_group, strict=True):
+            message_env = getattr(env, "message_env", None)
+            core = getattr(message_env, "env", None)
+            if not isinstance(core, AsyncTrainerEnv) or core.episode is None:
+                out.append((0.0, {}))
+                continue
+            ended_by_env = core.episode.done
+            if not ended_by_env:
+                await core.end(f"the rollout ended it: {traj.stop_reason or 'unknown'}")
+            final_step = bool(traj.transitions) and traj.transitions[-1].episode_done
+            reward = 0.0 if final_step or ended_by_env else core.episode.reward.total
+            out.append((reward, episode_metrics(core.episode.reward.model_dump(), ended_by_env)))
+        return out
 
     async def cleanup(self) -> None:
         """End every episode built (cancelling its job if one is in flight) and release the
