@@ -201,3 +201,113 @@ def test_submit_refuses_unencodable_names_and_contents_without_spending_an_attem
         assert terminated and "VALID" in obs and env.episode.attempts == 1, obs
         env.close()
     asyncio.run(go())
+
+
+# --- the Gymnasium face: wrappers, rendering, reuse, vector envs ----------------------------------
+def test_checker_passes_with_the_ansi_render_mode():
+    env = gym.make(trainergym.ENV_ID, render_mode="ansi")
+    check_env(env.unwrapped)
+    env.reset(seed=0)
+    assert env.unwrapped.render_mode == "ansi" and env.render().startswith("=== task calc_chain, seed 0 ===")
+    env.close()
+    with pytest.raises(ValueError, match="render_mode"):
+        TrainerEnv(render_mode="human")
+
+
+def test_an_episode_cut_by_time_limit_is_ended_and_scored(tmp_path):
+    env = gym.make(trainergym.ENV_ID, max_episode_steps=3, runs_dir=tmp_path)
+    assert isinstance(env, trainergym.env.core.ScoreTruncated)  # outermost, above gym.make's TimeLimit
+    env.reset(seed=0)
+    env.step({"name": "write_file", "arguments": {"path": "job.toml", "content": "not toml ["}})
+    steps = [env.step({"name": "list_files", "arguments": {}}) for _ in range(2)]
+    (_, reward, terminated, truncated, info), inner = steps[-1], env.unwrapped.inner
+    assert truncated and not terminated and steps[0][1] == 0.0
+    assert inner.episode.done and reward == info["reward_breakdown"]["total"] == inner.episode.reward.total == -0.1
+    assert info["truncated_reason"] == "time limit: 3 steps (TimeLimit)"
+    record = transcript_records(inner.run_path)
+    assert record[-1] == {"event": "end", "reason": "time limit: 3 steps (TimeLimit)", "reward": -0.1}
+    assert json.loads((inner.run_path / "reward.json").read_text())["total"] == -0.1
+    env.close()
+
+
+def test_time_limit_applied_by_hand_under_score_truncated_and_the_env_own_limit():
+    env = trainergym.env.core.ScoreTruncated(gym.wrappers.TimeLimit(TrainerEnv(), max_episode_steps=1))
+    env.reset()
+    _, reward, _, truncated, info = env.step({"name": "get_baseline_scores", "arguments": {}})
+    assert truncated and reward == -0.1 and info["reward_breakdown"]["note"] == "no parseable submission"
+    env.close()
+    # the env's own turn limit at the same step: its own end, not a second one
+    spec = trainergym.load_task("calc_chain").model_copy(update={"max_turns": 2})
+    env = gym.make(trainergym.ENV_ID, max_episode_steps=2, task=spec)
+    env.reset()
+    env.step("nothing")
+    obs, reward, _, truncated, info = env.step("nothing")
+    assert truncated and "Out of turns" in obs and "truncated_reason" not in info and reward == -0.1
+    assert env.unwrapped.inner.episode.trajectory[-1]["event"] == "step"
+    env.close()
+
+
+def transcript_records(run):
+    from trainergym.env import transcript
+    return transcript.load(run)
+
+
+def test_render_ansi_is_the_transcript_of_the_saved_run(reference_run):
+    from trainergym.env import transcript
+
+    env, _ = reference_run
+    env.render_mode = "ansi"
+    try:
+        text = env.render()
+    finally:
+        env.render_mode = None
+    assert text == transcript.render(transcript.load(env.inner.run_path))  # one renderer, live or saved
+    assert text.startswith("=== task calc_chain, seed 1 ===") and "--- turn 7 ---" in text
+    assert "call write_file path=\"job.toml\"" in text and "call submit_job" in text
+    assert "episode over (terminated): reward" in text
+    assert env.render() is None  # no render mode
+
+
+def test_reset_after_close_and_an_open_episode_is_ended_on_reset(tmp_path):
+    env = TrainerEnv(runs_dir=tmp_path)
+    env.reset(seed=0)
+    env.step({"name": "list_files", "arguments": {}})
+    first = env.inner.episode
+    env.close()
+    assert first.done and first.trajectory[-1]["reason"] == "the env was closed"
+    obs, info = env.reset(seed=1)  # used to raise "Event loop is closed"
+    assert "TASK" in obs and info["turns_left"] == 40
+    env.reset(seed=2)
+    second_runs = sorted(p.name for p in tmp_path.iterdir())
+    assert len(second_runs) == 2  # the first episode and the one the reset ended
+    env.close()
+
+
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_async_vector_env_returns_each_env_observation(shared_memory):
+    """Gymnasium's AsyncVectorEnv reads a stock Text space's shared memory once; AnyText's own
+    shared memory carries every step's text, whatever its characters."""
+    vec = gym.vector.AsyncVectorEnv([lambda: gym.make(trainergym.ENV_ID)] * 2, shared_memory=shared_memory)
+    try:
+        obs, info = vec.reset(seed=0)
+        assert [o.startswith("TASK calc_chain") for o in obs] == [True, True]
+        text = "naïve ✓ 日本\n" * 3
+        obs, reward, terminated, truncated, info = vec.step([
+            {"name": "write_file", "arguments": {"path": "notes.md", "content": text}},
+            {"name": "read_file", "arguments": {"path": "INSTRUCTIONS.md"}}])
+        assert obs[0].startswith("wrote notes.md") and obs[1].startswith("# Your task")
+        obs, *_ = vec.step([{"name": "read_file", "arguments": {"path": "notes.md"}},
+                            {"name": "list_files", "arguments": {}}])
+        assert obs[0] == text and "INSTRUCTIONS.md" in obs[1]
+    finally:
+        vec.close()
+
+
+def test_make_vec_async_is_correct():
+    vec = gym.make_vec(trainergym.ENV_ID, num_envs=2, vectorization_mode="async")
+    try:
+        obs, _ = vec.reset(seed=0)
+        obs, *_ = vec.step([{"name": "get_baseline_scores", "arguments": {}}, {"name": "list_files", "arguments": {}}])
+        assert json.loads(obs[0])["best_pre"] == 0.742 and obs[1].startswith("INSTRUCTIONS.md")
+    finally:
+        vec.close()

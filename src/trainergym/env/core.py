@@ -2,7 +2,8 @@
 
 `AsyncTrainerEnv` is the episode state machine (async, for agents and RL loops that run
 many episodes at once); `TrainerEnv` is its `gymnasium.Env` face, registered as
-`trainergym/WriteTrainingJob-v0`.
+`trainergym/WriteTrainingJob-v0` with `ScoreTruncated` on top, so an episode that a wrapper
+cuts (`TimeLimit`) is ended and scored too.
 
 One episode: `reset` lays out a workspace for a task and returns the task observation. Each
 `step` takes one agent message (one or more tool calls, in any format `actions` accepts),
@@ -13,6 +14,9 @@ also terminates; running out of turns truncates. The final step carries the epis
 and `info["reward_breakdown"]` its terms; `info["calls"]` gives each call's own result. A
 caller that must stop early (a spent budget, a cancelled rollout) calls `end(reason)`: the
 episode is truncated and scored as it stands, and a job in flight is cancelled.
+
+`render_mode="ansi"` renders the transcript so far (`trainergym.env.transcript`, which also
+reads a saved run's trajectory.jsonl).
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import string
 import tempfile
 import time
 import uuid
@@ -29,7 +32,6 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from trainergym.task import baselines
 from trainergym.env.actions import ActionError, ToolCall, parse_action
@@ -39,6 +41,8 @@ from trainergym.job.bundle import JOB_FILE, content_hash, parse_job
 from trainergym.probe.checks import ProbeReport, probe
 from trainergym.env.reward import RewardBreakdown, episode_reward
 from trainergym.task.spec import TaskSpec, load_task
+from trainergym.env import transcript
+from trainergym.env.spaces import AnyText
 from trainergym.env.tools import TOOLS, ToolOutcome, run_workspace_tool, validate_args
 from trainergym.env.workspace import Limits, Workspace, WorkspaceError, lay_out
 
@@ -103,6 +107,7 @@ class Episode:
     reward: RewardBreakdown | None = None
     done: bool = False
     trajectory: list[dict] = field(default_factory=list)
+    cancelled_jobs: list[str] = field(default_factory=list)  # jobs cancelled before their result
 
     @property
     def turns_left(self) -> int:
@@ -281,16 +286,16 @@ class AsyncTrainerEnv:
         try:
             handle = await asyncio.shield(submitting)
         except asyncio.CancelledError:  # let the submit land, then cancel it: no job runs unknown
-            await self.backend.cancel(await submitting)
+            await self._cancel(await submitting)
             raise
         self._pending = handle
         try:
             result = await self.backend.result(handle, timeout=self.job_timeout)
         except (TimeoutError, asyncio.TimeoutError):
-            await self.backend.cancel(handle)
+            await self._cancel(handle)
             result = None
         except asyncio.CancelledError:  # the caller gave up on the episode: the job must not run on
-            await asyncio.shield(self.backend.cancel(handle))
+            await asyncio.shield(self._cancel(handle))
             raise
         finally:
             self._pending = None
@@ -309,6 +314,12 @@ class AsyncTrainerEnv:
                                                                    "score (reward_noise off)") + ".")
         return ToolOutcome(ok=True, content=f"{report.render()}\n\n{summary}\nEpisode reward {r.total:.3f} "
                                             f"(validation {r.validation:.2f}, job quality {r.job_quality:.3f}, speed {r.speed:.2f}).")
+
+    async def _cancel(self, handle) -> None:
+        """Cancel a job, and record it in the episode (the run's end record names it)."""
+        await self.backend.cancel(handle)
+        if self.episode is not None and handle.job_id not in self.episode.cancelled_jobs:
+            self.episode.cancelled_jobs.append(handle.job_id)
 
     def reward_now(self) -> RewardBreakdown:
         """The reward of the episode as it stands: its final reward once over, else what ending
@@ -365,10 +376,11 @@ class AsyncTrainerEnv:
         if ep is None:
             return {"ok": False, "error": "no episode"}
         if self._pending is not None:
-            await self.backend.cancel(self._pending)
+            await self._cancel(self._pending)
         if not ep.done:
             self._finish(note=reason)
-            ep.trajectory.append({"event": "end", "reason": reason, "reward": ep.reward.total})
+            ep.trajectory.append({"event": "end", "reason": reason, "reward": ep.reward.total,
+                                  **({"cancelled_jobs": list(ep.cancelled_jobs)} if ep.cancelled_jobs else {})})
             self._save_run()
         return {"reward_breakdown": ep.reward.model_dump(), "truncated_reason": reason,
                 "result": ep.result.model_dump(mode="json") if ep.result else None, **self._counters()}
@@ -394,27 +406,22 @@ def _jsonable(action: Any) -> Any:
         return repr(action)
 
 
-class AnyText(spaces.Text):
-    """A Text space holding any string up to `max_length` (tool output is arbitrary text);
-    samples are drawn from printable ASCII."""
-
-    def __init__(self, max_length: int = 1_000_000, seed: int | None = None):
-        super().__init__(max_length=max_length, min_length=0, charset=string.printable, seed=seed)
-
-    def contains(self, x: Any) -> bool:
-        """Any string within `max_length`, whatever its characters."""
-        return isinstance(x, str) and len(x) <= self.max_length
-
-
 class TrainerEnv(gym.Env):
     """Gymnasium face of `AsyncTrainerEnv`: actions and observations are text.
 
-    Runs the async env on a private event loop; inside a running event loop use
-    `AsyncTrainerEnv` directly. `step` also accepts dicts and OpenAI messages."""
+    Runs the async env on a private event loop (made again if `close` ended it); inside a running
+    event loop use `AsyncTrainerEnv` directly. `step` also accepts dicts and OpenAI messages.
+    `render_mode="ansi"`: `render()` returns the episode's transcript so far. An episode still
+    open when `reset` or `close` comes is ended first (`end`), so its record is saved."""
 
-    metadata = {"render_modes": []}
+    # render_fps only quiets Gymnasium's checker: a transcript has no frame rate.
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
-    def __init__(self, task: str | Path | TaskSpec | None = None, backend: Backend | str = "mock", **kwargs):
+    def __init__(self, task: str | Path | TaskSpec | None = None, backend: Backend | str = "mock",
+                 render_mode: str | None = None, **kwargs):
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']}")
+        self.render_mode = render_mode
         self.inner = AsyncTrainerEnv(task=task, backend=backend, **kwargs)
         self.observation_space = AnyText()
         self.action_space = AnyText()
@@ -425,24 +432,88 @@ class TrainerEnv(gym.Env):
         """The agent's tools as OpenAI function schemas (the same for every episode)."""
         return self.inner.tool_schemas
 
+    @property
+    def episode_open(self) -> bool:
+        """An episode has started and not yet ended."""
+        return self.inner.episode is not None and not self.inner.episode.done
+
+    def _run(self, coroutine):
+        if self._loop.is_closed():  # closed by close(): a closed env may be reset again
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coroutine)
+
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, ResetInfo]:
         """Start an episode: `options` is {"task": TaskSpec | task file | family id} or
         {"family": id}. Returns (the task text, a `ResetInfo`)."""
         super().reset(seed=seed)
-        return self._loop.run_until_complete(self.inner.reset(seed=seed, options=options))
+        if self.episode_open:
+            self._run(self.inner.end("reset before the episode ended"))
+        return self._run(self.inner.reset(seed=seed, options=options))
 
     def step(self, action) -> tuple[str, float, bool, bool, StepInfo]:
         """One agent message; see `AsyncTrainerEnv.step` for what it returns."""
-        return self._loop.run_until_complete(self.inner.step(action))
+        return self._run(self.inner.step(action))
+
+    def end(self, reason: str) -> dict:
+        """End the episode on the caller's behalf, scored as it stands (`AsyncTrainerEnv.end`):
+        what a wrapper that truncates the episode calls. Returns the final info."""
+        return self._run(self.inner.end(reason))
+
+    def render(self) -> str | None:
+        """`render_mode="ansi"`: the transcript of the episode so far (`transcript.render`); None
+        without a render mode."""
+        if self.render_mode != "ansi":
+            return None
+        ep = self.inner.episode
+        return transcript.render(ep.trajectory) if ep else ""
 
     def close(self):
-        """End the episode (its workspace is removed) and the private event loop."""
+        """End an open episode, remove its workspace, and close the private event loop (a later
+        `reset` makes a new one)."""
+        if self.episode_open and not self._loop.is_closed():
+            self._run(self.inner.end("the env was closed"))
         self.inner.close()
         if not self._loop.is_closed():
             self._loop.close()
 
 
+class ScoreTruncated(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Ends and scores an episode that a wrapper beneath it cut short.
+
+    `TimeLimit` (`gym.make(..., max_episode_steps=N)`) returns `truncated=True` without telling the
+    env, which left the episode open and unscored: reward 0 and no breakdown. This wrapper sees
+    the cut and ends the episode as the LLM agent's budget stop does (`end(reason)`): the step
+    then carries the episode reward, `reward_breakdown` and `truncated_reason`. The registered id
+    puts it outermost; a time limit applied by hand goes beneath it: `ScoreTruncated(TimeLimit(
+    TrainerEnv(), N))`."""
+
+    def __init__(self, env: gym.Env):
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+
+    def step(self, action):
+        """The wrapped step; a cut the env did not make ends the episode, scored as it stands."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        trainer = self.env.unwrapped
+        if (terminated or truncated) and isinstance(trainer, TrainerEnv) and trainer.episode_open:
+            final = trainer.end(self._reason())
+            reward = final["reward_breakdown"]["total"]
+            info = {**info, **final}
+        return obs, reward, terminated, truncated, info
+
+    def _reason(self) -> str:
+        env = self.env
+        while isinstance(env, gym.Wrapper):
+            if isinstance(env, gym.wrappers.TimeLimit):
+                return f"time limit: {env._max_episode_steps} steps (TimeLimit)"
+            env = env.env
+        return "truncated by a wrapper"
+
+
 def register() -> None:
-    """Register `trainergym/WriteTrainingJob-v0` with Gymnasium (done on `import trainergym`)."""
+    """Register `trainergym/WriteTrainingJob-v0` with Gymnasium (done on `import trainergym`),
+    with `ScoreTruncated` outermost, above any `TimeLimit` that `gym.make` adds."""
     if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="trainergym.env.core:TrainerEnv", disable_env_checker=False)
+        gym.register(id=ENV_ID, entry_point="trainergym.env.core:TrainerEnv", disable_env_checker=False,
+                     additional_wrappers=(gym.envs.registration.WrapperSpec(
+                         name="ScoreTruncated", entry_point="trainergym.env.core:ScoreTruncated", kwargs={}),))
