@@ -87,19 +87,25 @@ def _items(family: str) -> Callable[[], list[dict]]:
 
 
 # --- the local backend: the runner in this process, in the local worker's work directory -----------
-def measure_local(family: str, models: list[str], mode: str = "pre", workdir: Path | None = None,
+def local_backend(workdir: Path | None = None):
+    """The local backend as `make_backend("local")` builds it (its GPUs, its phase commands, its
+    work directory: the host directory its jobs share). BackendUnavailable as it refuses (no GPU,
+    a malformed TRAINERGYM_HOST_COMMANDS, a work directory it cannot create)."""
+    from trainergym.backends.local import LocalBackend
+
+    return LocalBackend.from_options(BackendOptions(workdir=workdir))
+
+
+def measure_local(local, family: str, models: list[str], mode: str = "pre",
                   report: Callable[[str], None] = lambda _: None,
                   done: Callable[[str, RunResult], None] = lambda *_: None) -> dict[str, RunResult]:
-    """Each model's measurement on this host's GPUs, one after another (`done` called with each
-    as it ends). BackendUnavailable as the local backend refuses (no GPU, a malformed
-    TRAINERGYM_HOST_COMMANDS, a work directory it cannot create)."""
-    from trainergym.backends.local import LocalBackend
+    """Each model's measurement on the GPUs of `local` (a `LocalBackend`), one after another, by
+    the runner in this process (`done` called with each result as it ends)."""
     from trainergym.host.confinement import Confinement
     from trainergym.host.runner import Runner
     from trainergym.job import gpu as gpus
     from trainergym.job import stack
 
-    local = LocalBackend.from_options(BackendOptions(workdir=workdir))
     results = {}
     for model in models:
         report(f"{family} {model}: scoring on {local.gpu_count}x {local.gpu} (local)")
@@ -114,13 +120,13 @@ def measure_local(family: str, models: list[str], mode: str = "pre", workdir: Pa
 
 
 # --- Runpod: a pool of its own, the pod service in mode pre ------------------------------------------
-def pod_backend():
+def pod_backend(ladder: Path | None = None):
     """The runpod backend built as `make_backend("runpod")` would, but on a pool of its own
-    (`<data dir>/baselines/pods.db`, pods named `tgbaseline-*`, one pod). BackendUnavailable
-    without RUNPOD_API_KEY."""
+    (`<data dir>/baselines/pods.db`, pods named `tgbaseline-*`, one pod; `ladder` as the worker's
+    --ladder). BackendUnavailable without RUNPOD_API_KEY, ValueError for a bad ladder file."""
     from trainergym.backends.runpod import PodBackend
 
-    backend = PodBackend.from_options(BackendOptions(workdir=data_dir() / "baselines", max_jobs=1))
+    backend = PodBackend.from_options(BackendOptions(workdir=data_dir() / "baselines", max_jobs=1, ladder=ladder))
     backend.pool.config.prefix = POD_PREFIX
     return backend
 
@@ -207,12 +213,20 @@ def _on_pod(backend, family: str, model: str, mode: str, timeout: float, httpx) 
 
 
 def measure(family: str, models: list[str] | None, backend: str, fresh: bool = False, workdir: Path | None = None,
-            report: Callable[[str], None] = lambda _: None, pods=None) -> tuple[list[baselines.Baseline], dict[str, str]]:
+            ladder: Path | None = None, report: Callable[[str], None] = lambda _: None,
+            pods=None) -> tuple[list[baselines.Baseline], dict[str, str]]:
     """Measure and record: the measured rows written (each as soon as its model is scored) and
     why each other model failed. MeasureRefused before anything runs when the request or the
-    backend cannot be served here. `pods`: a `PodBackend` to use instead of `pod_backend()`."""
+    backend cannot be served here. `pods`: a `PodBackend` to use instead of `pod_backend()`.
+    A measured file that is refused (edited, copied) is replaced by this measurement's rows."""
     chosen = check_request(family, models, backend)
-    baselines.load_measured()  # a refused file is reported before any GPU time is spent
+    try:
+        baselines.load_measured()
+    except baselines.BaselineFileError as e:
+        path = baselines.measured_path()
+        if path.is_symlink() or not path.is_file():  # never written through: said before any GPU time is spent
+            raise MeasureRefused(str(e)) from None
+        report(f"warning: {path} is refused ({e.why}): this measurement's rows replace it")
     mode = "pre-fresh" if fresh else "pre"
     written, failed = [], {}
 
@@ -228,12 +242,11 @@ def measure(family: str, models: list[str] | None, backend: str, fresh: bool = F
         report(f"{family} {model}: {row.score:.3f} on n={row.n} (95% CI {row.ci95[0]:.3f}-{row.ci95[1]:.3f})")
 
     try:
-        if backend == "local":
-            measure_local(family, chosen, mode, workdir, report, done=record)
-        else:
-            measure_on_pods(pods or pod_backend(), family, chosen, mode, report=report, done=record)
-    except BackendUnavailable as e:
+        host = local_backend(workdir) if backend == "local" else pods or pod_backend(ladder)
+    except (BackendUnavailable, ValueError) as e:  # no GPU, no key, a bad ladder file
         raise MeasureRefused(str(e)) from None
+    run = measure_local if backend == "local" else measure_on_pods
+    run(host, family, chosen, mode, report=report, done=record)
     return written, failed
 
 
@@ -254,13 +267,15 @@ def measure_command(
     backend: str = typer.Option(..., "--backend", help="local (this host's GPUs) or runpod (a pod, RUNPOD_API_KEY)"),
     fresh: bool = typer.Option(False, "--fresh", help="score again even when the host has a cached pre-score"),
     workdir: Optional[Path] = typer.Option(None, help="local: the work directory (default: the local worker's)"),
+    ladder: Optional[Path] = typer.Option(None, help="runpod: TOML file of [[rung]] gpu_type, gpu_count, cloud (one GPU "
+                                                     "suffices to score; default: the worker's ladder)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows written as JSON"),
 ) -> None:
     """Score untrained models on the family's hidden eval with the jobs' own scorer, and record
     them as this installation's `measured` baselines, which best_pre then prefers."""
     say = (lambda _: None) if as_json else (lambda line: typer.echo(line, err=True))
     try:
-        written, failed = measure(family, model, backend, fresh=fresh, workdir=workdir, report=say)
+        written, failed = measure(family, model, backend, fresh=fresh, workdir=workdir, ladder=ladder, report=say)
     except (MeasureRefused, baselines.BaselineFileError) as e:
         raise _refused(str(e)) from None
     if as_json:

@@ -47,7 +47,11 @@ _MEASURED_KEYS = {"family", "model", "score", "n", "source", "note", "date", "st
 
 class BaselineFileError(ValueError):
     """The user's measured baselines file cannot be trusted or read; the message is one line
-    naming the file, what is wrong and what to do."""
+    naming the file, what is wrong (`why`) and what to do."""
+
+    def __init__(self, message: str, why: str = ""):
+        super().__init__(message)
+        self.why = why or message
 
 
 class Baseline(BaseModel):
@@ -106,8 +110,8 @@ def _mac(rows: list[dict]) -> str:
 
 
 def _refuse(path: Path, why: str) -> BaselineFileError:
-    return BaselineFileError(f"{path}: {why}; run `trainergym baselines measure` again, or delete the file to use "
-                             "the packaged baselines")
+    return BaselineFileError(f"{path}: {why}; run `trainergym baselines measure` again (it replaces the file), or "
+                             "delete the file to use the packaged baselines", why)
 
 
 def load_measured(path: Path | None = None) -> tuple[Baseline, ...]:
