@@ -92,7 +92,12 @@ def local_backend(workdir: Path | None = None):
     work directory: the host directory its jobs share). BackendUnavailable as it refuses (no GPU,
     a malformed TRAINERGYM_HOST_COMMANDS, a work directory it cannot create)."""
     from trainergym.backends.local import LocalBackend
+    from trainergym.host.deployment import detect_gpus
 
+    gpu, count = detect_gpus()
+    if not count or gpu == "none":  # the backend's own refusal would suggest the mock, which measures nothing
+        raise BackendUnavailable("the local backend scores on this host's GPUs and nvidia-smi finds none here; "
+                                 "measure on a GPU host, or with --backend runpod")
     return LocalBackend.from_options(BackendOptions(workdir=workdir))
 
 
@@ -267,7 +272,7 @@ def measure_command(
     backend: str = typer.Option(..., "--backend", help="local (this host's GPUs) or runpod (a pod, RUNPOD_API_KEY)"),
     fresh: bool = typer.Option(False, "--fresh", help="score again even when the host has a cached pre-score"),
     workdir: Optional[Path] = typer.Option(None, help="local: the work directory (default: the local worker's)"),
-    ladder: Optional[Path] = typer.Option(None, help="runpod: TOML file of [[rung]] gpu_type, gpu_count, cloud (one GPU "
+    ladder: Optional[Path] = typer.Option(None, help="runpod: TOML file of \\[\\[rung]] gpu_type, gpu_count, cloud (one GPU "
                                                      "suffices to score; default: the worker's ladder)"),
     as_json: bool = typer.Option(False, "--json", help="print the rows written as JSON"),
 ) -> None:
