@@ -470,3 +470,14 @@ def test_env_seconds_counts_the_time_in_the_core_env(short_task):
     env_seconds, spent = asyncio.run(idle_episode())
     assert len(spent) == 12  # the short task's turns
     assert 12 * 0.03 <= env_seconds <= sum(spent)
+
+
+def test_importing_without_the_extra_names_the_extra(monkeypatch):
+    """Simulated: `chz` (the first module the adapter imports) is not installed."""
+    import importlib
+
+    monkeypatch.setitem(sys.modules, "chz", None)
+    monkeypatch.delitem(sys.modules, "trainergym.adapters.tinker")
+    with pytest.raises(ModuleNotFoundError, match=r"needs 'chz'.*pip install 'trainergym\[tinker\]'") as raised:
+        importlib.import_module("trainergym.adapters.tinker")
+    assert raised.value.name == "chz"

@@ -248,3 +248,88 @@ def test_over_mcp_in_its_own_process_the_reward_comes_from_the_tool_results(task
     assert trace.metrics.pop("uplift") == pytest.approx(post - 0.742) and 0 < post <= 1
     assert trace.metrics == {"validated": 1.0, "job_succeeded": 1.0, "submit_attempts": 1.0, "episode_ended": 1.0,
                              "surrogate": 1.0}  # post and uplift came from the mock backend's surrogate
+
+
+# --- a rollout abandoned mid-job: its job is cancelled ---------------------------------------------
+def _toolset(task, tmp_path, latency):
+    config = adapter.TrainerTaskConfig(tools=adapter.TrainerToolsetConfig(
+        backend="mock", backend_options={"latency": latency}, runs_dir=str(tmp_path)))
+    return TrainerTask.toolsets(config)[0]
+
+
+def _write_reference(plan):
+    return [(name, args) for name, args in plan if name == "write_file"]
+
+
+def test_an_abandoned_call_cancels_its_job_in_process(task, tmp_path):
+    toolset = _toolset(task, tmp_path, latency=60)
+
+    async def run():
+        await toolset.setup_task(task.data)
+        for name, args in _write_reference(reference_plan()):
+            await getattr(toolset, name)(**args)
+        submit = asyncio.create_task(toolset.submit_job())
+        backend = toolset.env.backend
+        while not backend.in_flight():
+            assert not submit.done(), submit.result()
+            await asyncio.sleep(0.05)
+        (job,) = backend.in_flight()
+        toolset.abandon()  # what the tool server's SIGTERM does
+        with pytest.raises(asyncio.CancelledError):
+            await submit
+        return job, backend, toolset.env.episode
+
+    job, backend, episode = asyncio.run(run())
+    assert not backend.in_flight() and job in backend._cancelled  # the mock saw the cancel
+    assert episode.done and episode.cancelled_jobs == [job]
+    end = episode.trajectory[-1]
+    # scored as it stands: the job validated (0.35 x validation), then never trained
+    assert end == {"event": "end", "reason": toolset.ABANDONED, "reward": pytest.approx(0.35), "cancelled_jobs": [job]}
+    (run_dir,) = tmp_path.iterdir()
+    assert json.loads((run_dir / "job.json").read_text())["job_id"] == job
+
+
+def test_tearing_the_tool_server_down_mid_job_cancels_the_job(task, tmp_path):
+    """The real teardown: the toolset served in its own process by verifiers' launcher, its runtime
+    torn down (SIGTERM) while submit_job waits for a mock job of 10 minutes."""
+    from verifiers.v1.harnesses.utils.mcp import call_mcp, connect_mcp
+    from verifiers.v1.mcp.launch import serve
+
+    secret = secrets.token_urlsafe(16)
+    toolset = _toolset(task, tmp_path, latency=600)
+
+    async def run():
+        with rollout_channel(task, secret) as base:
+            async with serve(toolset, state_secret=secret, state_base=base) as url:
+                async with contextlib.AsyncExitStack() as stack:
+                    _, dispatch, servers = await connect_mcp({"mcpServers": {toolset.server_name: {"url": url}}}, stack)
+                    for name, args in _write_reference(reference_plan()):
+                        await call_mcp(servers, dispatch, name, args)
+                    submit = asyncio.create_task(call_mcp(servers, dispatch, "submit_job", {}))
+                    started = asyncio.get_running_loop().time()
+                    while not list(tmp_path.glob("*/job.json")):  # the job is in flight
+                        assert not submit.done(), submit.result()
+                        assert asyncio.get_running_loop().time() - started < 240, "no job was submitted"
+                        await asyncio.sleep(0.2)
+                    submit.cancel()  # the harness gives up on the rollout
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await submit
+                torn_down = asyncio.get_running_loop().time()
+            return asyncio.get_running_loop().time() - torn_down
+
+    teardown_seconds = asyncio.run(run())
+    (run_dir,) = tmp_path.iterdir()
+    job = json.loads((run_dir / "job.json").read_text())["job_id"]
+    end = [json.loads(line) for line in (run_dir / "trajectory.jsonl").read_text().splitlines()][-1]
+    assert end["event"] == "end" and end["cancelled_jobs"] == [job] and end["reason"] == toolset.ABANDONED
+    assert teardown_seconds < 5  # ended gracefully, before verifiers' SIGKILL
+
+
+def test_importing_without_verifiers_says_what_to_install(monkeypatch):
+    """Simulated: verifiers (a core dependency) is missing."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "verifiers.v1", None)
+    monkeypatch.delitem(sys.modules, "trainergym.adapters.verifiers")
+    with pytest.raises(ModuleNotFoundError, match=r"needs 'verifiers.v1'.*reinstall trainergym"):
+        importlib.import_module("trainergym.adapters.verifiers")

@@ -18,6 +18,12 @@ line changes nothing), which is what `AsyncTrainerEnv.end("the model stopped")` 
 point: an episode the model leaves unfinished scores as the env scores it truncated there
 (-0.1 with no submission). A `@vf.stop` ends the rollout when the episode ends.
 
+A rollout abandoned mid-call does not leave its GPU job running. A cancelled call (in process,
+the scorer's rollout cancelled) cancels the job and ends the episode. In its own process the
+tool server is stopped with SIGTERM (verifiers' runtime teardown, SIGKILL 5 s later) and uvicorn
+waits for the call in flight, so the toolset chains its own SIGTERM handler before uvicorn's:
+it cancels the call in flight, which cancels the job, and the episode is ended and recorded.
+
 The hidden-eval scorer (`trainergym.host.scorer.play`) plays this taskset in process as well, which
 is how the tests evaluate it offline: `vf-eval`'s harness needs PyPI for its uv script.
 """
@@ -28,15 +34,21 @@ import hmac
 import json
 import re
 import secrets
+import signal
 import weakref
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
 
-import verifiers.v1 as vf
-from pydantic import Field
-from verifiers.v1.task import task_key
-from verifiers.v1.types import content_text
+from trainergym.adapters import requires_extra
+
+with requires_extra("verifiers", None):
+    import verifiers.v1 as vf
+    from pydantic import Field
+    from verifiers.v1.task import task_key
+    from verifiers.v1.types import content_text
 
 from trainergym.agents.prompt import SYSTEM_PROMPT as AGENT_SYSTEM_PROMPT
+from trainergym.backends import make_backend
 from trainergym.env.core import AsyncTrainerEnv
 from trainergym.env.reward import NO_SUBMISSION_TOTAL, RewardBreakdown
 from trainergym.task.spec import TaskSpec, families, load_task
@@ -87,6 +99,10 @@ class TrainerToolsetConfig(vf.ToolsetConfig):
 
     backend: str = "mock"
     """The trainergym backend that trains submitted jobs: mock (a surrogate), local, runpod."""
+    backend_options: dict[str, Any] = {}
+    """Backend options (`trainergym.backends.BackendOptions` fields), e.g. {"latency": 30} for the mock."""
+    runs_dir: str | None = None
+    """Where each episode's record is written (runs/<episode-id>/, as `trainergym episode` writes it)."""
     job_timeout: float | None = None
     """Seconds a submitted job may take; keep it under the harness's `tool_timeout`."""
     reward_noise: bool = True
@@ -113,25 +129,78 @@ class TrainerToolset(vf.Toolset[TrainerToolsetConfig]):
     # None advertises the tools bare (read_file, submit_job, ...): the names the task
     # observation, INSTRUCTIONS.md and `AsyncTrainerEnv.tool_schemas` use.
     TOOL_PREFIX = None
+    # Set when the toolset is the tool server's process (`python -m trainergym.adapters.verifiers`):
+    # a SIGTERM then means the rollout is being torn down.
+    OWN_PROCESS: ClassVar[bool] = False
+    ABANDONED = "the rollout was abandoned during this call"
 
     def __init__(self, config: TrainerToolsetConfig) -> None:
         super().__init__(config)
         self.env: AsyncTrainerEnv | None = None
         self.key = ""
         self._lock = asyncio.Lock()  # one env step at a time, even if a harness calls in parallel
+        self._calls: set[asyncio.Task] = set()  # the tool calls in flight
+        self._hooked = False
 
     async def setup_task(self, task) -> None:
         """A fresh episode of the task for this rollout."""
         if self.env is not None:
             self.env.close()
-        self.env = AsyncTrainerEnv(backend=self.config.backend, job_timeout=self.config.job_timeout,
-                                   reward_noise=self.config.reward_noise)
+        backend = make_backend(self.config.backend, **self.config.backend_options)
+        self.env = AsyncTrainerEnv(backend=backend, job_timeout=self.config.job_timeout,
+                                   reward_noise=self.config.reward_noise,
+                                   runs_dir=Path(self.config.runs_dir) if self.config.runs_dir else None)
         await self.env.reset(seed=task.seed, options={"task": TaskSpec.model_validate(task.spec)})
         self.key = task.episode_key
         # In process (the scorer) nobody tears a toolset down: drop the workspace with it.
         weakref.finalize(self, self.env.close)
 
+    def abandon(self) -> None:
+        """Cancel the tool calls in flight: each cancels its job and ends the episode (`_step`).
+        What the SIGTERM of a tool server's teardown triggers."""
+        for call in list(self._calls):
+            call.get_loop().call_soon_threadsafe(call.cancel)
+
+    def _hook_teardown(self) -> None:
+        """In the tool server's own process, chain a SIGTERM handler before uvicorn's (installed
+        by the time a call arrives): uvicorn alone would wait for a call in flight, a job that
+        takes minutes, until verifiers kills the process and the job runs on unowned."""
+        if self._hooked or not self.OWN_PROCESS:
+            return
+        self._hooked = True
+        previous = signal.getsignal(signal.SIGTERM)
+
+        def on_sigterm(signum, frame):
+            self.abandon()
+            if callable(previous):
+                previous(signum, frame)
+            elif previous == signal.SIG_DFL:  # nobody shuts down gracefully: end once the calls are done
+                asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._terminate()))
+
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+    async def _terminate(self) -> None:
+        await asyncio.gather(*self._calls, return_exceptions=True)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.raise_signal(signal.SIGTERM)
+
     async def _step(self, name: str, **arguments) -> str:
+        self._hook_teardown()
+        call = asyncio.current_task()
+        self._calls.add(call)
+        try:
+            return await self._locked_step(name, arguments)
+        except asyncio.CancelledError:
+            # The rollout gave up on this call: its job was cancelled by the env; end the episode
+            # so it is scored and recorded as it stands.
+            env = self.env
+            if env is not None and env.episode is not None and not env.episode.done:
+                await asyncio.shield(env.end(self.ABANDONED))
+            raise
+        finally:
+            self._calls.discard(call)
+
+    async def _locked_step(self, name: str, arguments: dict) -> str:
         async with self._lock:
             env = self.env
             if env is None or env.episode is None:
@@ -317,4 +386,5 @@ class TrainerTaskset(vf.Taskset[TrainerTask, TrainerTasksetConfig]):
 
 
 if __name__ == "__main__":  # verifiers launches the toolset as `python -m trainergym.adapters.verifiers`
+    TrainerToolset.OWN_PROCESS = True  # its own process: a SIGTERM means the rollout is torn down
     TrainerToolset.run()

@@ -289,6 +289,7 @@ class AsyncTrainerEnv:
             await self._cancel(await submitting)
             raise
         self._pending = handle
+        self._record_job(handle)
         try:
             result = await self.backend.result(handle, timeout=self.job_timeout)
         except (TimeoutError, asyncio.TimeoutError):
@@ -314,6 +315,16 @@ class AsyncTrainerEnv:
                                                                    "score (reward_noise off)") + ".")
         return ToolOutcome(ok=True, content=f"{report.render()}\n\n{summary}\nEpisode reward {r.total:.3f} "
                                             f"(validation {r.validation:.2f}, job quality {r.job_quality:.3f}, speed {r.speed:.2f}).")
+
+    def _record_job(self, handle) -> None:
+        """runs/<episode-id>/job.json, as soon as a job is submitted: should this process die
+        before the episode ends, the record still names the job that may be running."""
+        if self.runs_dir is None:
+            return
+        out = self.runs_dir / self.episode.id
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "job.json").write_text(json.dumps({"job_id": handle.job_id, "backend": handle.backend,
+                                                  "content_hash": handle.content_hash, "submitted_at": time.time()}))
 
     async def _cancel(self, handle) -> None:
         """Cancel a job, and record it in the episode (the run's end record names it)."""
@@ -352,7 +363,8 @@ class AsyncTrainerEnv:
 
     # --- records -------------------------------------------------------------------------
     def _save_run(self) -> None:
-        """runs/<episode-id>/: trajectory.jsonl, workspace/, manifest.json, result.json, reward.json."""
+        """runs/<episode-id>/: trajectory.jsonl, workspace/, manifest.json, result.json, reward.json
+        (and job.json, written when the job was submitted)."""
         ep = self.episode
         if self.runs_dir is None:
             return
