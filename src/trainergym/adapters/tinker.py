@@ -77,10 +77,10 @@ DEFAULT_RENDERER = "qwen3_5_disable_thinking"
 ENV_RENDERER = "trainergym_qwen3_5_disable_thinking"
 
 
-# A Qwen3.5 XML tool call (as tinker_cookbook/renderers/qwen3_5.py frames it), and one of its
-# parameters. The template writes `<parameter=NAME>\nVALUE\n</parameter>`,
-# so exactly one newline on each side is framing; a value ends at the `</parameter>` that a further
-# parameter or the end of the call follows (a literal `</parameter>` inside a file stays content).
+# A Qwen3.5 XML tool call (framed as tinker_cookbook/renderers/qwen3_5.py frames it), and one of
+# its parameters. The template writes `<parameter=NAME>\nVALUE\n</parameter>`, so exactly one
+# newline on each side is framing; a value ends at the `</parameter>` that a further parameter or
+# the end of the call follows (a literal `</parameter>` inside a file stays content).
 _FUNCTION_BLOCK_RE = re.compile(
     r"^\s*<tool_call>\s*<function=(?P<name>[^>\n]+)>\s*(?P<body>.*?)\s*</function>\s*</tool_call>\s*$", re.DOTALL)
 _EXACT_PARAM_RE = re.compile(r"<parameter=(?P<name>[^>\n]+)>\n?(?P<value>.*?)\n?</parameter>(?=\s*(?:<parameter=|$))",
