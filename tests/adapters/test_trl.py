@@ -134,7 +134,7 @@ def test_an_unfinished_episode_scores_what_ending_it_gives():
     env.read_file(path="INSTRUCTIONS.md")
     assert env.env.episode.turns == 1 and env.get_reward() == asyncio.run(ended([{"name": "read_file", "arguments": {"path": "INSTRUCTIONS.md"}}]))
     assert [r["seed"] for r in records] == [0, 2]
-    assert records[1]["reward_breakdown"]["note"] == "the rollout ended before the episode did"
+    assert records[1]["truncated_reason"] == "the rollout ended before the episode did" == env.final_info["truncated_reason"]
 
 
 # --- TRL's GRPOTrainer, for real ---------------------------------------------------------------------

@@ -99,7 +99,8 @@ class TrainerTRLEnv:
     TRL calls the factory with no arguments; to configure, pass a `functools.partial`
     (picklable, as TRL's async worker needs), e.g. `partial(TrainerTRLEnv, backend="local")`.
     `on_episode_end(record)` is called once per scored episode with its id, task, family, seed,
-    reward and `reward_breakdown` (for logging). The core env is `self.env`; `self.final_info`
+    reward, `reward_breakdown`, turns and `truncated_reason` (set when the rollout, not the env,
+    ended it), for logging. The core env is `self.env`; `self.final_info`
     is the last episode's final info once it has ended."""
 
     def __init__(self, backend: str = "mock", backend_kwargs: dict[str, Any] | None = None,
@@ -140,7 +141,8 @@ class TrainerTRLEnv:
             self._reported = True
             if self.on_episode_end is not None:
                 self.on_episode_end({"episode_id": self.env.episode.id, **self._row, "reward": reward.total,
-                                     "reward_breakdown": reward.model_dump(), "turns": self.env.episode.turns})
+                                     "reward_breakdown": reward.model_dump(), "turns": self.env.episode.turns,
+                                     "truncated_reason": (self.final_info or {}).get("truncated_reason")})
         return reward.total
 
     # The tools: each call is one env step; the docstrings are set from TOOLS below.
