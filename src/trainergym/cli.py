@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -15,7 +16,14 @@ from rich.table import Table
 from trainergym.paths import data_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Writing an RL training job, as an environment.")
-console = Console()
+# Piped or redirected output is read in files and logs, not an 80-column terminal: tables get room.
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
+
+
+def _working(what: str):
+    """A spinner on stderr while something slow runs (an episode, a probe); nothing when stderr is
+    not a terminal."""
+    return Console(stderr=True).status(what)
 
 
 @app.callback()
@@ -161,7 +169,8 @@ def episode(
     runs_dir = _writable_dir(runs_dir, "--runs-dir")
     env = AsyncTrainerEnv(backend=_backend(backend, seed=seed), runs_dir=runs_dir, reward_noise=reward_noise)
     try:
-        info = asyncio.run(run_episode(env, the_agent, seed=seed, options=options))
+        with _working(f"episode running ({agent} agent, {backend} backend)"):
+            info = asyncio.run(run_episode(env, the_agent, seed=seed, options=options))
     finally:
         env.close()
     ep = env.episode
@@ -408,7 +417,8 @@ def probe_job(
         _refuse_unusable_out(bundle_out)  # before the probe, which takes a while
     written = None
     with tempfile.TemporaryDirectory(prefix="tg-probe-cli-") as tmp:
-        report, bundle = probe(job_dir.resolve(), spec, Path(tmp) / "bundle")
+        with _working(f"probing {job_dir} (sandboxed)"):
+            report, bundle = probe(job_dir.resolve(), spec, Path(tmp) / "bundle")
         # Only a job that passed has a bundle: the library would never train a failed one.
         if bundle_out is not None and bundle is not None:
             written = _copy_bundle(bundle.root, bundle_out)
@@ -503,7 +513,8 @@ def submit(
     rows = []
     with tempfile.TemporaryDirectory(prefix="tg-submit-") as tmp:
         for i, job_dir in enumerate(job_dirs):
-            report, bundle = probe(job_dir.resolve(), spec, Path(tmp) / f"bundle-{i}")
+            with _working(f"probing {job_dir} (sandboxed)"):
+                report, bundle = probe(job_dir.resolve(), spec, Path(tmp) / f"bundle-{i}")
             job = enqueue_bundle(queue, keep, bundle, spec) if bundle is not None else None
             rows.append({"dir": str(job_dir), "ok": report.ok, "job_id": job.id if job else None,
                          "state": job.state if job else None, "content_hash": job.content_hash if job else None,
@@ -564,7 +575,7 @@ def worker(
                                              "dispatcher on simulated pods and a virtual clock)"),
     max_pods: int = typer.Option(16, min=1, help="cap on pods (runpod, mock) or concurrent jobs (local)"),
     once: bool = typer.Option(False, "--once", help="exit when the queue is empty and no pod is left"),
-    ladder: Optional[Path] = typer.Option(None, help="TOML file of [[rung]] tables: gpu_type, gpu_count, cloud"),
+    ladder: Optional[Path] = typer.Option(None, help="TOML file of \\[\\[rung]] tables: gpu_type, gpu_count, cloud"),
     db: Optional[Path] = typer.Option(None, help="queue database (default: <data dir>/jobs.db)"),
     workdir: Optional[Path] = typer.Option(None, help="where bundles, pod state and runs live (default: <data dir>/worker; "
                                                       "the local backend as root: /var/lib/trainergym/worker-<hash of the "
