@@ -93,10 +93,16 @@ def main() -> None:
           f"prompts) per step, {args.max_steps} steps, up to {args.max_completion_length} tokens per episode")
     print(f"train: {len(train_ds)} rows over {', '.join(sorted(set(train_ds['family'])))}; "
           f"eval (held out): {', '.join(sorted(set(eval_ds['family']))) if eval_ds else 'nothing'}; backend {args.backend}")
-    if args.dry_run:
-        return
-
     from trl import GRPOConfig, GRPOTrainer
+
+    if args.dry_run:  # validate the settings; without a GPU, as a CPU config (bf16 needs the GPU)
+        import torch
+
+        cpu = {} if torch.cuda.is_available() else {"use_cpu": True, "bf16": False}
+        config = GRPOConfig(**{**settings, **cpu})
+        print(f"GRPOConfig valid: generation batch {config.generation_batch_size}, "
+              f"{config.steps_per_generation} optimizer micro-steps per generation")
+        return
 
     peft_config = None
     if args.lora:
