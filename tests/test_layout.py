@@ -26,7 +26,7 @@ ALLOWED = {
     "adapters": {"task", "job", "backends", "env", "agents", "paths"},
     "__init__": {"task", "env", "adapters"},
     "doctor": {"job", "probe", "infra", "host", "paths"},
-    "cli": {"task", "job", "probe", "infra", "host", "backends", "env", "agents", "doctor", "paths"},
+    "cli": {"task", "job", "probe", "infra", "host", "backends", "env", "agents", "adapters", "doctor", "paths"},
 }
 SEALED = {"probe/child.py", "probe/confine.py"}  # run inside the sandbox: no trainergym at all
 

@@ -26,6 +26,11 @@ def _working(what: str):
     return Console(stderr=True).status(what)
 
 
+from trainergym.backends.measure import baselines_app  # noqa: E402 - a sub-app: trainergym baselines ...
+
+app.add_typer(baselines_app, name="baselines")
+
+
 @app.callback()
 def main() -> None:
     """trainergym: run episodes of the WriteTrainingJob environment."""
@@ -142,8 +147,15 @@ def _backend(name: str, worker: bool = False, **options):
 
 
 def _options(task: Optional[Path], family: Optional[str]) -> Optional[dict]:
-    """The episode options for --task / --family, checked now rather than mid-episode."""
-    _task(task, family)
+    """The episode options for --task / --family, checked now rather than mid-episode (the task,
+    and the baselines its reward is paid against)."""
+    from trainergym.task import baselines
+
+    spec = _task(task, family)
+    try:
+        baselines.best_pre(spec.family if spec else "calc_chain")
+    except baselines.BaselineFileError as e:
+        raise _usage_error(str(e)) from None
     return {"task": task or family} if (task or family) else None
 
 
@@ -201,7 +213,8 @@ def episode(
     table.add_row("post (hidden eval)", fmt(r["post"]), src if r.get("reward_noise", True) else f"{src}, expected")
     if r.get("post_expected") is not None and r.get("reward_noise", True):
         table.add_row("post expected", fmt(r["post_expected"]), f"{src}, without eval noise")
-    table.add_row("best_pre", fmt(r["best_pre"]), "baselines file")
+    table.add_row("best_pre", fmt(r["best_pre"]), f"{r.get('best_pre_source') or 'baselines file'}"
+                  + (f" ({r['best_pre_model']})" if r.get("best_pre_model") else ""))
     table.add_row("uplift", fmt(r["uplift"]), src)
     table.add_row("job quality", fmt(r["job_quality"]), "0.25 post + 0.75 uplift term")
     table.add_row("speed", fmt(r["speed"]), src)
@@ -391,6 +404,31 @@ def compare_batches(
     console.print(out)
     if len(records) > 1:
         console.print("* the difference's 95% interval excludes zero (resampling episodes within each batch)")
+
+
+@app.command("report")
+def report_figures(
+    inputs: list[Path] = typer.Argument(..., help="batch folders (runs/batch-<id>/) or their summary.json, episode run "
+                                        "folders (runs/<episode-id>/), Tinker metrics.jsonl or its log dir, TRL "
+                                        "trainer_state.json or its output dir"),
+    out: Path = typer.Option(..., "--out", help="directory for the figures (PNG, with the plotted series as JSON) and "
+                                                 "report.html"),
+    seed: int = typer.Option(0, "--seed", help="the bootstrap's seed (0: the intervals trainergym compare prints)"),
+    as_json: bool = JSON,
+) -> None:
+    """Figures of batches, episodes and training logs: PNGs and one self-contained report.html,
+    each figure saying whether its numbers are measured or surrogate."""
+    from trainergym.agents.report import ReportError, report
+
+    try:
+        written = report(inputs, out, seed=seed)
+    except ReportError as e:
+        raise _usage_error(str(e)) from None
+    figures = [str(p) for p in written if p.suffix == ".png"]
+    if as_json:
+        print(json.dumps({"html": str(written[-1]), "figures": figures}))
+        return
+    console.print(f"{len(figures)} figures and {written[-1]} written to {out}", markup=False)
 
 
 @app.command("probe")
@@ -623,6 +661,35 @@ def worker(
         Console(stderr=True).print(f"{len(pool.live)} pods still run jobs and bill ({', '.join(p.id for p in pool.live)}): "
                                    "run the worker again to re-attach to them and finish their jobs, or terminate them in "
                                    "Runpod's console", style="yellow", soft_wrap=True)
+
+
+@app.command("serve")
+def serve_command(
+    host: str = typer.Option("127.0.0.1", help="interface to listen on (0.0.0.0 to serve other hosts, as in a container)"),
+    port: int = typer.Option(8000, min=1, max=65535, help="TCP port"),
+    backend: str = BACKEND,
+    task: Optional[Path] = TASK,
+    family: Optional[str] = FAMILY,
+    max_sessions: int = typer.Option(16, min=1, help="concurrent sessions (WebSocket connections), one episode each"),
+    job_timeout: Optional[float] = typer.Option(None, min=0, help="seconds a submitted job may take"),
+    reward_noise: bool = REWARD_NOISE,
+    runs_dir: Optional[Path] = typer.Option(None, help="write runs/<episode-id>/ records here (default: none)"),
+) -> None:
+    """Serve the environment over OpenEnv's protocol (/ws, /health, /schema): one episode per
+    session. Needs the openenv extra. A reset may name a family (or pass a TaskSpec);
+    --task/--family set the default."""
+    try:
+        from trainergym.adapters.openenv import serve
+        from trainergym.backends import BackendUnavailable
+    except ImportError as e:
+        raise _usage_error(str(e)) from None
+    if task or family:
+        _task(task, family)  # a bad task file or family fails now, in one line
+    try:
+        serve(host, port, backend=backend, task=str(task) if task else family, max_sessions=max_sessions,
+              job_timeout=job_timeout, reward_noise=reward_noise, runs_dir=runs_dir)
+    except (ValueError, BackendUnavailable) as e:  # raised before the server starts
+        raise _usage_error(str(e)) from None
 
 
 @app.command("pod-serve")

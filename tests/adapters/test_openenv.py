@@ -338,14 +338,7 @@ def test_the_container_entrypoint_serves_the_app():
                     env={"TRAINERGYM_SERVE_MAX_SESSIONS": "1", "TRAINERGYM_SERVE_BACKEND": "mock"})
 
 
-def _cli_has_serve() -> bool:
-    from trainergym.cli import app
-
-    return any((c.name or c.callback.__name__) == "serve" for c in app.registered_commands)
-
-
 @needs_openenv
-@pytest.mark.skipif(not _cli_has_serve(), reason="`trainergym serve` is not wired into the CLI yet")
 def test_trainergym_serve():
     script = Path(sys.executable).with_name("trainergym")  # the console script, as installed
     _serve_and_play([str(script), "serve", "--max-sessions", "1"])

@@ -7,7 +7,6 @@ import statistics
 import sys
 
 import pytest
-import typer.main
 from typer.testing import CliRunner
 
 from trainergym.agents import report as R
@@ -188,11 +187,6 @@ def test_without_matplotlib_it_says_what_to_install(monkeypatch, tmp_path, batch
     assert not (tmp_path / "out").exists()
 
 
-def _has_report_command() -> bool:
-    return "report" in typer.main.get_command(app).commands
-
-
-@pytest.mark.skipif(not _has_report_command(), reason="trainergym report is not wired into the CLI yet")
 def test_the_cli_writes_the_report(batch_dir, tmp_path):
     metrics = tinker_log(tmp_path / "tinker")
     out = CliRunner().invoke(app, ["report", str(batch_dir), str(metrics), "--out", str(tmp_path / "r")])

@@ -139,7 +139,7 @@ def test_batch_from_the_cli(gpu_host, tmp_path):
     assert all(e["job_succeeded"] and e["validated"] and e["error"] is None and e["source"] == "measured"
                for e in batch["episodes_detail"])
     for episode in batch["episodes_detail"]:
-        measured(json.loads((tmp_path / "runs" / episode["episode_id"] / "result.json").read_text()))
+        measured(json.loads((Path(batch["batch_dir"]) / episode["episode_id"] / "result.json").read_text()))
 
 
 def test_worker_drains_a_queued_bundle(gpu_host, tmp_path, task, reference_files):

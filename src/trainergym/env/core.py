@@ -146,10 +146,17 @@ class AsyncTrainerEnv:
     # --- reset ---------------------------------------------------------------------------
     async def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, ResetInfo]:
         """Start an episode. `options`: {"task": TaskSpec | task file path | family id} or
-        {"family": id}. The seed is recorded; the task observation does not depend on it."""
+        {"family": id}. The seed is recorded; the task observation does not depend on it. An unknown
+        option is a ValueError (a misspelt "famly" must not silently run the default task), and so
+        is a baselines file that cannot be trusted: found now, not after the GPU job."""
         options = options or {}
+        unknown = set(options) - {"task", "family"}
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {', '.join(sorted(map(repr, unknown)))}: "
+                             "the options are 'task' (a TaskSpec, task file or family id) and 'family'")
         self.close()
         task = load_task(options.get("task") or options.get("family") or self.default_task)
+        baselines.best_pre(task.family)
         episode_id = f"{task.id}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         root = Path(tempfile.mkdtemp(prefix="tg-episode-", dir=self.workdir))
         ws = lay_out(root / "workspace", task, self.limits)
@@ -343,13 +350,15 @@ class AsyncTrainerEnv:
         post = res.post if res else None
         if not self.reward_noise and expected is not None and post is not None:
             post = expected
+        best = baselines.best_pre(ep.task.family)
         r = episode_reward(
             attempts=ep.attempts, parseable=ep.parseable, valid_on_attempt=ep.valid_on_attempt,
             job_succeeded=res is not None and res.status == "succeeded", post=post,
-            best_pre=baselines.best_pre(ep.task.family).score, train_seconds=res.train_seconds if res else None,
+            best_pre=best.score, train_seconds=res.train_seconds if res else None,
             budget_seconds=ep.task.bounds.gpu_hours * 3600 / ep.task.bounds.gpu_count,
             job_status=res.status if res else None,
         )
+        r.best_pre_source, r.best_pre_model = best.source, best.model
         if r.post is not None:
             r.post_expected, r.source, r.reward_noise = expected, res.source, self.reward_noise or expected is None
         return r

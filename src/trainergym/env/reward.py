@@ -39,6 +39,8 @@ class RewardBreakdown(BaseModel):
     source: str | None = None  # where post came from: "measured" (trained and scored) or "surrogate"
     reward_noise: bool = True  # False: post is the surrogate's expected value, without eval noise
     best_pre: float | None = None
+    best_pre_source: str | None = None  # where best_pre came from: reported, measured (here) or surrogate
+    best_pre_model: str | None = None
     uplift: float | None = None
     uplift_term: float | None = None
     job_quality: float = 0.0
