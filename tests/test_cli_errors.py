@@ -70,3 +70,29 @@ def test_a_dead_model_endpoint_is_a_crash_not_a_bad_agent(tmp_path, monkeypatch)
     assert result.exit_code == 1, (result.stdout, result.stderr)
     out = json.loads(result.stdout)
     assert out["crashed"].startswith("the model endpoint failed after 5 retries: APIConnectionError")
+
+
+def test_show_prints_an_episode_and_writes_html(tmp_path):
+    result = CliRunner().invoke(app, ["episode", "--json", "--runs-dir", str(tmp_path)])
+    run = json.loads(result.stdout)["run_dir"]
+    shown = CliRunner().invoke(app, ["show", run, "--html", str(tmp_path / "ep.html")])
+    assert shown.exit_code == 0, shown.stderr
+    text = shown.stdout
+    for part in ("TASK calc_chain", "call submit_job", "the job (workspace/job.toml)", "the job's result (surrogate)",
+                 "best_pre_source: reported", "total:"):
+        assert part in text, part
+    page = (tmp_path / "ep.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "call submit_job" in page
+    missing = CliRunner().invoke(app, ["show", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "not an episode's run folder" in missing.stderr
+
+
+def test_reset_refuses_an_unknown_option():
+    import asyncio
+
+    from trainergym import AsyncTrainerEnv
+
+    env = AsyncTrainerEnv()
+    with pytest.raises(ValueError, match="unknown reset option.*'famly'"):
+        asyncio.run(env.reset(options={"famly": "ledger"}))
+    env.close()

@@ -364,6 +364,55 @@ def eval_agent(
         raise typer.Exit(1)
 
 
+@app.command("show")
+def show(
+    run: Path = typer.Argument(..., help="an episode's run folder (runs/<episode-id>/, or inside runs/batch-<id>/)"),
+    html: Optional[Path] = typer.Option(None, "--html", help="also write the page as one self-contained HTML file"),
+    max_chars: Optional[int] = typer.Option(None, min=100, help="cut each tool result to this many characters"),
+) -> None:
+    """An episode as a readable transcript: the task, each tool call and its result (the probe's
+    report among them), the job it submitted, the job's result and the reward with its sources."""
+    from rich.rule import Rule
+    from rich.syntax import Syntax
+
+    from trainergym.env.transcript import TRAJECTORY_FILE, load, render
+
+    if not (run / TRAJECTORY_FILE).is_file():
+        raise _usage_error(f"{run} is not an episode's run folder (no {TRAJECTORY_FILE}); `ls runs/` lists them, and a "
+                           "batch keeps its episodes in runs/batch-<id>/")
+    try:
+        records = load(run)
+        reward = json.loads((run / "reward.json").read_text()) if (run / "reward.json").is_file() else None
+        result = json.loads((run / "result.json").read_text()) if (run / "result.json").is_file() else None
+    except (OSError, ValueError) as e:
+        raise _usage_error(f"{run}: a record cannot be read ({e})") from None
+    out = Console(record=html is not None, width=console.width)
+    out.print(Rule(f"episode {run.name}"))
+    out.print(render(records, max_chars=max_chars), markup=False, highlight=False)
+    job = run / "workspace" / "job.toml"
+    if job.is_file():
+        out.print(Rule("the job (workspace/job.toml)"))
+        out.print(Syntax(job.read_text(), "toml", theme="ansi_dark"))
+    if result is not None:
+        out.print(Rule(f"the job's result ({result.get('source', '?')})"))
+        keep = ("status", "failure", "failed_phase", "failure_detail", "pre", "post", "eval_n", "train_seconds",
+                "steps_done", "gpu", "gpu_count", "cost_usd", "source")
+        out.print("\n".join(f"{k}: {result[k]}" for k in keep if result.get(k) is not None), markup=False)
+    if reward is not None:
+        out.print(Rule("the reward"))
+        terms = ("validation", "post", "post_expected", "source", "best_pre", "best_pre_source", "uplift",
+                 "uplift_term", "job_quality", "speed", "total", "note")
+        out.print("\n".join(f"{k}: {reward[k]}" for k in terms if reward.get(k) not in (None, "")), markup=False)
+        if reward.get("source") == "surrogate":
+            out.print("post, uplift and speed come from the mock backend's surrogate, not from training.", style="yellow")
+    if html is not None:
+        try:
+            out.save_html(str(html))
+        except OSError as e:
+            raise _usage_error(f"--html {html} cannot be written: {e.strerror or e}") from None
+        console.print(f"written to {html}", markup=False)
+
+
 @app.command("compare")
 def compare_batches(
     batches: list[Path] = typer.Argument(..., help="batch folders (runs/batch-<id>/) or their summary.json"),
