@@ -78,6 +78,8 @@ def test_eval_agent_prints_the_held_out_columns(tmp_path):
     row = json.loads(out.output.strip().splitlines()[-1])
     assert row["held_out"] is True and row["episodes"] == 2
     assert row["validated"] == 0.0 and row["inner_jobs_succeeded"] == 0.0 and row["worst_episode"] <= 0
+    summary = json.loads((Path(row["batch_dir"]) / "summary.json").read_text())
+    assert all("the last failed shape" in e["note"] for e in summary["episodes"])  # which check the naive agent fails
 
 
 def test_a_batch_writes_its_folder_and_summary(tmp_path):

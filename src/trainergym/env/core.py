@@ -279,8 +279,9 @@ class AsyncTrainerEnv:
             ep.failed_hashes[digest] = report
         left = ep.attempts_left
         text = f"{note}{report.render()}\n\nAttempts left: {left}."
-        if left == 0:
-            self._finish(note="submit attempts exhausted")
+        if left == 0:  # the note names what failed, so a batch's table says why an agent never validated
+            failed = [i.check for i in report.items if i.status == "fail"]
+            self._finish(note="submit attempts exhausted" + (f"; the last failed {', '.join(failed)}" if failed else ""))
             text += " No attempts left: the episode is over."
         return ToolOutcome(ok=False, content=text)
 
