@@ -13,11 +13,9 @@ import asyncio
 import contextlib
 import importlib.util
 import json
-import os
 import socket
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -140,114 +138,90 @@ def honest(server):
     return run(go())
 
 
-@pytest.fixture(scope="module")
-def crafted_then_honest(server):
-    """One session: the reference job on a client-crafted calc_chain TaskSpec (a 1000 GPU-hour
-    budget), then, after a reset to the operator's calc_chain, the same job again."""
-    async def go():
-        async with session(server) as s:
-            r = await s.reset(seed=SEED, task=crafted_task(bounds={"gpu_hours": 1000.0}))
-            assert r["type"] == "observation", r
-            crafted = await play_reference(s)
-            r = await s.reset(seed=SEED, family=FAMILY)
-            assert r["type"] == "observation", r
-            again = await play_reference(s)
-            return crafted, again
-    return run(go())
-
-
 def breakdown(final: dict) -> dict:
     return final["observation"]["info"]["reward_breakdown"]
 
 
 # --- 1. a crafted TaskSpec in reset's `task` ------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="OpenEnv reset accepts any client TaskSpec (openenv.py reset_async -> "
-                                       "TaskSpec.model_validate): a larger bounds.gpu_hours pays the same job more")
-def test_crafted_taskspec_bounds_do_not_pay_more(honest, crafted_then_honest):
-    crafted, _ = crafted_then_honest
-    assert breakdown(honest["final"])["validated"] and breakdown(crafted)["validated"]
-    # same job, same seed (so the same eval-noise draw): only the client's bounds differ
-    assert crafted["reward"] <= honest["final"]["reward"] + 1e-9, (crafted["reward"], honest["final"]["reward"])
-
-
-@pytest.mark.xfail(strict=True, reason="the mock's reuse cache is keyed by the bundle's content hash only "
-                                       "(mock.py MockBackend.submit/_by_hash): a result simulated under one "
-                                       "task's bounds is paid again in another task's episode")
-def test_a_result_under_other_bounds_is_not_reused(honest, crafted_then_honest):
-    _, again = crafted_then_honest
-    h, a = breakdown(honest["final"]), breakdown(again)
-    assert a["post_expected"] == h["post_expected"] and again["reward"] == honest["final"]["reward"], (a, h)
-
-
-def test_crafted_taskspec_cannot_name_an_unknown_family_or_model(server):
+def test_a_client_cannot_choose_the_task(server):
+    # Once: any client TaskSpec was taken (1000 GPU-hours paid the same job 0.706 instead of 0.648;
+    # a ../ id wrote the run record outside runs_dir). Now only the operator chooses a task.
     async def go():
         async with session(server) as s:
-            bad_family = await s.reset(task=crafted_task(family="nope"))
-            task_file = await s.reset(task="examples/tasks/anything.toml")
-            unknown = await s.reset(family=FAMILY, runs_dir="/tmp", workdir="/tmp")
+            replies = [await s.reset(task=crafted_task(bounds={"gpu_hours": 1000.0})),
+                       await s.reset(task=crafted_task(bounds={"base_models": ["gpt2"]})),
+                       await s.reset(task=crafted_task(family="nope")),
+                       await s.reset(task="examples/tasks/anything.toml"),
+                       await s.reset(family="nope"),
+                       await s.reset(family=FAMILY, runs_dir="/tmp", workdir="/tmp")]
             ok = await s.reset(family=FAMILY)
-        async with session(server) as s:
-            try:
-                bad_model = await s.reset(task=crafted_task(bounds={"base_models": ["gpt2"]}))
-            except Exception as e:  # the session may end (see the next test): still refused
-                bad_model = {"type": "error", "data": {"message": repr(e)}}
-        return bad_family, bad_model, task_file, unknown, ok
-    bad_family, bad_model, task_file, unknown, ok = run(go())
-    assert bad_family["type"] == bad_model["type"] == task_file["type"] == unknown["type"] == "error"
-    assert "nope" in bad_family["data"]["message"]
+            return replies, ok
+    replies, ok = run(go())
+    assert [r["type"] for r in replies] == ["error"] * 6, replies
+    assert "nope" in replies[4]["data"]["message"]
     assert ok["type"] == "observation"  # the session survives its refused resets
 
 
-@pytest.mark.xfail(strict=True, reason="a TaskSpec that fails validation raises pydantic's ValidationError out of "
-                                       "reset_async (openenv.py); openenv 0.4.1's /ws handler cannot serialize its "
-                                       "errors() (a ValueError in ctx) and ends the session with SESSION_ERROR")
-def test_an_invalid_taskspec_is_an_error_reply_and_the_session_goes_on(server):
+def test_a_result_under_other_bounds_is_not_reused(tmp_path):
+    # The mock's reuse cache was keyed by the bundle's hash only: a result simulated under one
+    # task's bounds was paid again under another's (callers of the Python API still pass TaskSpecs).
+    from trainergym.backends.mock import MockBackend
+    from trainergym.job.bundle import build_bundle, parse_job
+    from tests.fakes.jobs import write_job
+
+    files = reference_job_files(FAMILY)
+    write_job(tmp_path / "ws", files)
+    spec = TaskSpec.model_validate(family_task(FAMILY))
+    rich = TaskSpec.model_validate(crafted_task(bounds={"gpu_hours": 1000.0}))
+    bundle = build_bundle(tmp_path / "ws", tmp_path / "b", parse_job(files["job.toml"])[0], spec)
+    mock = MockBackend()
+
     async def go():
-        async with session(server) as s:
-            bad = await s.reset(task=crafted_task(bounds={"base_models": ["gpt2"]}))
-            ok = await s.reset(family=FAMILY)
-            return bad, ok
-    bad, ok = run(go())
-    assert bad["type"] == "error" and ok["type"] == "observation"
+        first = await mock.result(await mock.submit(bundle, rich))
+        second = await mock.result(await mock.submit(bundle, spec))
+        return first, second
+    first, second = run(go())
+    assert "+" not in second.job_id  # simulated afresh under its own task, not a delivery of the first result
+    assert second.details["post_expected"] != first.details["post_expected"]  # its own bounds, its own outcome
 
 
 # --- 2. reset's `seed` picks the surrogate's eval noise -----------------------------------------
-@pytest.mark.xfail(strict=True, reason="the mock's eval noise is drawn from (backend seed, 'seed:<reset seed>') "
-                                       "(core.py _train, mock.py eval_noise): a client that picks the reset seed "
-                                       "picks a lucky +3 sigma eval draw")
 def test_a_chosen_seed_does_not_buy_a_lucky_eval(server):
-    from trainergym.backends.mock import eval_noise
+    # Once drawn from (backend seed, reset seed) alone: a seed searched offline bought a +4 sigma
+    # eval. Now the installation's secret keys the draw too; search as an outsider would.
+    import hashlib
+    import math
+    import random
+
     from trainergym.task import hidden
 
-    pre = 0.742  # calc_chain's untrained Qwen3-1.7B (the reference job's model)
-    lucky = max(range(2000), key=lambda s: eval_noise(0.8, pre, 0, f"seed:{s}", hidden.HIDDEN_EVAL_SIZE)[1])
-    sigma = (pre * (1 - pre) / hidden.HIDDEN_EVAL_SIZE) ** 0.5
+    pre, n = 0.742, hidden.HIDDEN_EVAL_SIZE  # calc_chain's untrained Qwen3-1.7B (the reference job's model)
+
+    def outsider_noise(seed: int) -> float:  # the old key: all an outsider can compute
+        rng = random.Random(hashlib.sha256(f"0:seed:{seed}".encode()).digest())
+        return rng.gauss(0.0, math.sqrt(pre * (1 - pre) / n))
+    lucky = max(range(2000), key=outsider_noise)
+    sigma = (pre * (1 - pre) / n) ** 0.5
 
     async def go():
         async with session(server) as s:
             await s.reset(seed=lucky, family=FAMILY)
             return await play_reference(s)
     b = breakdown(run(go()))
-    assert b["post"] - b["post_expected"] < 2 * sigma, (lucky, b["post"], b["post_expected"])
+    assert b["post"] - b["post_expected"] < 2.5 * sigma, (lucky, b["post"], b["post_expected"])
 
 
 # --- 3. a crafted task id writes outside the runs dir -------------------------------------------
-@pytest.mark.xfail(strict=True, reason="the episode id starts with the client's TaskSpec.id (core.py reset) and "
-                                       "_save_run writes runs_dir / episode.id: an absolute or ../ id writes the "
-                                       "run record anywhere")
-def test_a_task_id_cannot_place_the_run_record_outside_runs_dir(server, runs_dir):
-    outside = runs_dir.parent / "outside"
-    outside.mkdir()
+def test_a_task_id_cannot_place_the_run_record_outside_runs_dir(tmp_path):
+    from trainergym import AsyncTrainerEnv
 
-    async def go():
-        async with session(server) as s:
-            r = await s.reset(task=crafted_task(id=str(outside / "pwn"), max_turns=1))
-            assert r["type"] == "observation", r
-            return await s.step({"name": "list_files", "arguments": {}})
-    out = run(go())
-    assert out["data"]["done"]
-    escaped = list(outside.glob("pwn-*/reward.json"))
-    assert not escaped, escaped
+    outside = tmp_path / "outside"
+    env = AsyncTrainerEnv(runs_dir=tmp_path / "runs")
+    spec = TaskSpec.model_validate(crafted_task(id=str(outside / "pwn"), max_turns=1))
+    run(env.reset(options={"task": spec}))
+    run(env.step({"name": "list_files", "arguments": {}}))
+    env.close()
+    assert not outside.exists() and len(list((tmp_path / "runs").glob("*/reward.json"))) == 1
 
 
 # --- 4. paid once -----------------------------------------------------------------------------------
@@ -282,8 +256,6 @@ def test_the_file_tools_stay_in_the_workspace(server):
 
 
 # --- 6. malformed input ----------------------------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="OpenEnv's stateless POST /reset calls reset_async unguarded: a bad "
-                                       "family, task or option raises (openenv.py reset_async) and is an HTTP 500")
 def test_a_bad_stateless_reset_is_a_client_error_not_a_500(server):
     codes = [httpx.post(f"http://{server}/reset", json=body, timeout=30).status_code
              for body in ({"family": "nope"}, {"task": {"id": 1}}, {"famly": FAMILY})]
@@ -318,9 +290,6 @@ def test_malformed_frames_end_at_most_their_own_session(server):
     assert httpx.get(f"http://{server}/health", timeout=10).status_code == 200
 
 
-@pytest.mark.xfail(strict=True, reason="a step's message may hold any number of calls (actions.py caps only "
-                                       "string length; core.py step runs them all) and the file tools run on the "
-                                       "server's event loop: one message stalls every other session")
 def test_one_session_cannot_stall_the_others(server):
     flood = [{"name": "list_files", "arguments": {}}] * 20_000
 
@@ -345,9 +314,6 @@ needs_trl = pytest.mark.skipif(importlib.util.find_spec("trl") is None, reason="
 
 
 @needs_trl
-@pytest.mark.xfail(strict=True, reason="TrainerTRLEnv.reset takes the row's `task` as a family id or ANY task-file "
-                                       "path on the host (trl.py reset -> spec.load_task), unlike OpenEnv's reset: "
-                                       "a row can point at a file with easier bounds")
 def test_a_dataset_row_cannot_load_an_arbitrary_task_file(tmp_path):
     from trainergym.adapters.trl import TrainerTRLEnv
 

@@ -52,7 +52,7 @@ except ImportError as e:  # the extra is missing (or broken): say which extra, n
 
 from trainergym.backends import BackendOptions, shared_backend
 from trainergym.env.core import AsyncTrainerEnv
-from trainergym.task.spec import TaskSpec
+from trainergym.task.spec import families
 
 __all__ = ["ServeSettings", "TrainerAction", "TrainerEnvClient", "TrainerEnvironment", "TrainerObservation",
            "TrainerState", "build_app", "serve"]
@@ -183,19 +183,16 @@ class TrainerEnvironment(Environment[TrainerAction, TrainerObservation, TrainerS
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def reset_async(self, seed: int | None = None, episode_id: str | None = None, family: str | None = None,
-                          task: dict | None = None, **kwargs: Any) -> TrainerObservation:
-        """Start an episode of `family` (a family id) or `task` (a TaskSpec as JSON), else the
-        server's default task. Unknown arguments are refused (a task file path is the operator's
-        to choose, with `--task`, not a client's)."""
+                          **kwargs: Any) -> TrainerObservation:
+        """Start an episode of `family` (an installed family id), else the server's default task.
+        Anything else is refused: the task (and with it the bounds, tools and baselines the reward
+        is paid against) is the operator's to choose, with `--task`/`--family`, never a client's."""
         if kwargs:
-            raise TypeError(f"unknown reset arguments: {', '.join(sorted(kwargs))}; accepted: seed, episode_id, "
-                            "family, task")
-        if family is not None and task is not None:
-            raise TypeError("pass family or task, not both")
-        if task is not None and not isinstance(task, dict):
-            raise TypeError("task must be a TaskSpec as a JSON object; use family for a family id")
-        options = {"family": family} if family is not None else (
-            {"task": TaskSpec.model_validate(task)} if task is not None else None)
+            raise ValueError(f"unknown reset arguments: {', '.join(sorted(kwargs))}; accepted: seed, episode_id, family "
+                             "(a client cannot pass a task: the operator sets it with --task)")
+        if family is not None and family not in families():
+            raise ValueError(f"unknown family {family!r}; installed: {', '.join(families())}")
+        options = {"family": family} if family is not None else None
         obs, info = await self.env.reset(seed=seed, options=options)
         self._episode_id = episode_id
         return TrainerObservation(text=obs, info=_jsonable(info), reward=None, done=False)
@@ -265,6 +262,14 @@ def build_app(settings: ServeSettings | None = None):
     app = create_app(functools.partial(TrainerEnvironment, settings), TrainerAction, TrainerObservation,
                      env_name=ENV_NAME, max_concurrent_envs=settings.max_sessions)
     app.add_middleware(_QuietClose)
+
+    async def refused(request, exc):  # a bad reset on the stateless routes is the client's error: 422, never a 500
+        from fastapi.responses import JSONResponse
+
+        return JSONResponse({"detail": " ".join(str(exc).split())[:500]}, status_code=422)
+
+    for kind in (ValueError, TypeError, KeyError):
+        app.add_exception_handler(kind, refused)
     return app
 
 

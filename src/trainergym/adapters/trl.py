@@ -105,8 +105,12 @@ class TrainerTRLEnv:
 
     def __init__(self, backend: str = "mock", backend_kwargs: dict[str, Any] | None = None,
                  job_timeout: float | None = None, runs_dir: str | Path | None = None, reward_noise: bool = True,
-                 workdir: str | Path | None = None, on_episode_end: Callable[[dict], Any] | None = None):
+                 workdir: str | Path | None = None, on_episode_end: Callable[[dict], Any] | None = None,
+                 task_files: Sequence[str | Path] = ()):
+        """`task_files`: the task files a dataset row may name (the operator's choice, as given to
+        `trainer_datasets`); any other row task must be an installed family id."""
         kwargs = dict(backend_kwargs or {})
+        self._task_files = {str(Path(f).resolve()): str(f) for f in task_files}
         # The mock is cheap and private; a GPU backend is one per process, so its cap holds across envs.
         self._backend: Backend = make_backend(backend, **kwargs) if backend == "mock" else shared_backend(backend, **kwargs)
         self.env = AsyncTrainerEnv(backend=self._backend, job_timeout=job_timeout, reward_noise=reward_noise,
@@ -124,10 +128,21 @@ class TrainerTRLEnv:
         if self.env.episode is not None and not self.env.episode.done:
             self._end(ROLLOUT_ENDED)
         self.final_info, self._reported = None, False
-        ref = task or family
+        ref = self._allowed(task or family)
         obs, info = _LOOP.run(self.env.reset(seed=seed, options={"task": ref} if ref else None))
         self._row = {"task": ref or info["task_id"], "family": info["family"], "seed": seed}
         return obs
+
+    def _allowed(self, ref: str | None) -> str | None:
+        """A row's task: an installed family id, or one of the operator's `task_files`. A dataset
+        row is data, so it must not pick any TOML file on the host (bounds it wrote itself)."""
+        if ref is None or ref in installed_families():
+            return ref
+        resolved = str(Path(ref).resolve())
+        if resolved in self._task_files:
+            return resolved
+        raise ValueError(f"dataset row names task {ref!r}, which is neither an installed family ({', '.join(installed_families())}) "
+                         "nor one of the task files given to TrainerTRLEnv(task_files=...)")
 
     def get_reward(self) -> float:
         """The episode reward: final once the episode ended, else what ending it now scores (the

@@ -214,11 +214,19 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> R
 
 def eval_noise(expected: float, pre: float, seed: int, episode: str, n: int) -> tuple[float, float]:
     """(post, noise): the expected post plus the sampling noise of an n-item eval, reported as
-    k/n. Drawn from (backend seed, episode), never from the bundle's content, so every byte
-    variant of a job earns the same and each episode sees its own draw."""
-    rng = random.Random(hashlib.sha256(f"{seed}:{episode}".encode()).digest())
+    k/n. Drawn from (installation secret, backend seed, episode), never from the bundle's content,
+    so every byte variant of a job earns the same and each episode sees its own draw."""
+    # Keyed by the installation's secret too: reproducible here, but no seed can be searched offline
+    # for a lucky draw.
+    rng = random.Random(hashlib.sha256(f"{hidden.install_secret()}:{seed}:{episode}".encode()).digest())
     noise = rng.gauss(0.0, math.sqrt(max(pre * (1 - pre), 0.01) / n))
     return round(min(1.0, max(0.0, expected + noise)) * n) / n, noise
+
+
+def _fingerprint(task: TaskSpec) -> str:
+    """The task as the surrogate sees it (id, family, bounds, ...): a result is reused only under
+    the same one."""
+    return hashlib.sha256(task.model_dump_json().encode()).hexdigest()
 
 
 def _cost(seconds: float, device: gpu.GPU, task: TaskSpec) -> float:
@@ -234,7 +242,7 @@ class MockBackend:
     def __init__(self, seed: int = 0, gpu_class: str | None = None, latency: float = 0.0, reuse: bool = True):
         self.seed, self.gpu_class, self.latency, self.reuse = seed, gpu_class, latency, reuse
         self._jobs: dict[str, RunResult] = {}
-        self._by_hash: dict[str, RunResult] = {}
+        self._by_hash: dict[tuple[str, str], RunResult] = {}
         self._delivered: set[str] = set()
         self._cancelled: set[str] = set()
 
@@ -246,7 +254,8 @@ class MockBackend:
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
         """Simulate the job at once (with `reuse`, an earlier succeeded run of the same bundle is
         answered again with this episode's own eval noise); returns a handle for this delivery."""
-        cached = self._by_hash.get(bundle.manifest.content_hash) if self.reuse else None
+        same = (bundle.manifest.content_hash, _fingerprint(task))  # a result is the job's under this task only
+        cached = self._by_hash.get(same) if self.reuse else None
         if cached is not None:  # the same expected outcome, this episode's own eval noise
             details = cached.details
             post, noise = eval_noise(details["post_expected"], cached.pre, self.seed,
@@ -262,7 +271,7 @@ class MockBackend:
         key = result.job_id if cached is None else f"{result.job_id}+{uuid.uuid4().hex[:6]}"
         self._jobs[key] = result
         if result.status == "succeeded":
-            self._by_hash.setdefault(result.content_hash, result)
+            self._by_hash.setdefault(same, result)
         return JobHandle(job_id=key, content_hash=result.content_hash, backend=self.name)
 
     async def result(self, handle: JobHandle, timeout: float | None = None) -> RunResult:

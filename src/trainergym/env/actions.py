@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_ACTION_CHARS = 2_000_000
+MAX_CALLS = 32  # tool calls in one message (each still costs its turn)
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
@@ -102,6 +103,8 @@ def parse_action(action: Any) -> list[ToolCall] | ActionError:
         return ActionError(str(e) or type(e).__name__)
     if not calls:
         return ActionError("no tool call found")
+    if len(calls) > MAX_CALLS:  # one message must not hold the event loop every session shares
+        return ActionError(f"the action holds {len(calls)} tool calls; the limit is {MAX_CALLS} per message")
     for call in calls:
         if not call.name:
             return ActionError("a tool call has no name")

@@ -25,6 +25,7 @@ import asyncio
 import json
 import shutil
 import tempfile
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -157,7 +158,9 @@ class AsyncTrainerEnv:
         self.close()
         task = load_task(options.get("task") or options.get("family") or self.default_task)
         baselines.best_pre(task.family)
-        episode_id = f"{task.id}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        # The id names the run's folder: a task id is not trusted to be a safe file name.
+        safe = re.sub(r"[^A-Za-z0-9_-]+", "_", task.id)[:64] or "task"
+        episode_id = f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
         root = Path(tempfile.mkdtemp(prefix="tg-episode-", dir=self.workdir))
         ws = lay_out(root / "workspace", task, self.limits)
         self.episode = Episode(id=episode_id, task=task, workspace=ws, dir=root, seed=seed)
