@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import random
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +88,17 @@ class Verdict:
     scored: int = 0
 
 
+# CPython 3.11 before 3.11.9 can fail compiling ASTs in two threads at once ("AST constructor
+# recursion depth mismatch", gh-106905); probes run in worker threads, so parses take turns.
+_PARSING = threading.Lock()
+
+
+def parse(text: str) -> ast.Module:
+    """`ast.parse(text)`, one thread at a time."""
+    with _PARSING:
+        return ast.parse(text)
+
+
 def literals(package_dir: Path, max_files: int = 200) -> list[str]:
     """String literals of the job's Python source (parsed, never run) and lines of its data files."""
     out: list[str] = []
@@ -96,7 +108,7 @@ def literals(package_dir: Path, max_files: int = 200) -> list[str]:
         text = path.read_text(errors="replace")[:1_000_000]
         if path.suffix == ".py":
             try:
-                tree = ast.parse(text)
+                tree = parse(text)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
             out += [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]

@@ -425,7 +425,7 @@ def _static_imports(report: ProbeReport, package_dir: Path, module: str, task: T
     for path in sorted((package_dir / module).rglob("*.py")):
         rel = "taskset/" + path.relative_to(package_dir / module).as_posix()
         try:
-            tree = ast.parse(path.read_text(errors="replace"))
+            tree = adversary.parse(path.read_text(errors="replace"))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue  # the import in the sandbox reports it with a line number
         names = []
