@@ -148,7 +148,8 @@ class DeleteThenBlindGet(SimProvider):
         if self.clock() < self.blind_until.get(pod_id, -1.0):
             return None
         return super().get(pod_id)
-@pytest.mark.xfail(strict=True, reason='_terminate trusts one get(id) is None as proof: a DELETE that did not take behind a stale read leaves the pod billing, forgotten (pool.py:413)')
+
+
 def test_a_terminate_that_does_not_take_hidden_by_a_stale_get(tmp_path):
     world = World(tmp_path, provider_cls=DeleteThenBlindGet)
     world.enqueue(1)
@@ -167,7 +168,8 @@ class InvisibleWhileLagging(SimProvider):
         if pod is not None and self.clock() < pod.created + self.config.list_lag:
             return  # 404: "no such pod" (yet)
         super().terminate(pod_id)
-@pytest.mark.xfail(strict=True, reason="a pod unlisted after list_grace is 'terminated' by a DELETE the API ignores (404 while lagging) and forgotten: every rung's pod keeps billing (pool.py:322-326, 413)")
+
+
 def test_a_pod_given_up_for_unlisted_is_not_actually_terminated(tmp_path):
     world = World(tmp_path, provider_cls=InvisibleWhileLagging, list_lag=150.0)
     world.enqueue(1)
@@ -191,7 +193,8 @@ class MadeDespiteError(SimProvider):
             self.errors -= 1
             raise ProviderError("Something went wrong. Please try again later or contact support.")
         return pod_id
-@pytest.mark.xfail(strict=True, reason='_settle_unknown_creates forgets an errored create unlisted after list_grace; the pod appears later and bills forever (pool.py:351-352)')
+
+
 def test_an_opaque_create_whose_pod_is_listed_after_the_grace(tmp_path):
     world = World(tmp_path, provider_cls=MadeDespiteError, list_lag=150.0)
     world.enqueue(1)
@@ -199,7 +202,8 @@ def test_an_opaque_create_whose_pod_is_listed_after_the_grace(tmp_path):
     drain(backend)
     world.clock.sleep(3600)
     settled(world, backend)
-@pytest.mark.xfail(strict=True, reason='reconcile bills an orphan from self.clock() (now), so a pod that ran two hours bills $0 (pool.py:483)')
+
+
 def test_an_orphan_found_by_reconcile_is_billed_for_the_time_it_ran(tmp_path):
     # A pod of ours the database does not know (a crash's orphan, or one forgotten as above) has
     # run for two hours when a dispatcher starts.
@@ -242,7 +246,8 @@ class Reid(SimProvider):
     def terminate(self, pod_id):
         self._migrate()
         super().terminate(pod_id)
-@pytest.mark.xfail(strict=True, reason="after boot the pool only knows a pod by id: under a new id it is 'vanished', terminated by its old id (a no-op) and forgotten while billing (pool.py:413, runpod.py:496)")
+
+
 def test_a_pod_whose_id_changes_mid_job(tmp_path):
     world = World(tmp_path, provider_cls=Reid)
     world.enqueue(1)
@@ -277,7 +282,8 @@ class SlowToTerminate(SimProvider):
     def billed_usd(self):
         self.running()
         return super().billed_usd()
-@pytest.mark.xfail(strict=True, reason='_terminate gives an asynchronous DELETE 3 x poll_seconds (15 s), then raises out of reap/shutdown and kills the dispatcher (pool.py:410-419)')
+
+
 def test_a_terminate_that_takes_thirty_seconds(tmp_path):
     world = World(tmp_path, provider_cls=SlowToTerminate)
     world.enqueue(1)
@@ -298,7 +304,8 @@ class DiesAtEval(StrictPod):
             self.provider.killed_once = True
             pod.dies_at = self.provider.clock()
         super().send_eval(job_id, items)
-@pytest.mark.xfail(strict=True, reason='send_eval is outside the try: a pod dying between status and eval raises httpx.ConnectError out of tick and kills the dispatcher (runpod.py:505)')
+
+
 def test_a_pod_dying_between_status_and_eval_upload(tmp_path):
     world = World(tmp_path, pod_cls=DiesAtEval)
     world.enqueue(2)
@@ -316,7 +323,8 @@ class TruncatedResult(StrictPod):
             self.provider.truncated_once = True
             raise ValueError("Expecting ',' delimiter: line 1 column 4097 (char 4096)")
         return super().result(job_id)
-@pytest.mark.xfail(strict=True, reason='client.result is outside the try: a cut-off result body raises ValueError out of tick and kills the dispatcher (runpod.py:508)')
+
+
 def test_a_truncated_result_body(tmp_path):
     world = World(tmp_path, pod_cls=TruncatedResult)
     world.enqueue(2)
@@ -338,7 +346,8 @@ class OpaqueGet(SimProvider):
             self.opaque -= 1
             raise ProviderError("Something went wrong. Please try again later or contact support.")
         return super().get(pod_id)
-@pytest.mark.xfail(strict=True, reason='pool.tick catches only TransientError around get: one opaque (unknown-kind) read error kills the dispatcher (pool.py:311-313)')
+
+
 def test_an_opaque_error_on_a_read(tmp_path):
     world = World(tmp_path, provider_cls=OpaqueGet)
     world.enqueue(1)
@@ -359,7 +368,8 @@ class NoBalanceForNewPods(SimProvider):
             self.creates += 1
             raise AuthError("402 the Runpod account has no balance, nothing can be provisioned")
         return super().create(name, rung, env)
-@pytest.mark.xfail(strict=True, reason='the boot-timeout replacement create in pool.tick catches only PoolExhausted: a 402 AuthError escapes tick and kills the dispatcher (pool.py:329-332)')
+
+
 def test_no_balance_on_a_boot_timeout_replacement(tmp_path):
     # Job a's pod never boots; at its boot timeout the pool creates on the next rung: 402.
     world = World(tmp_path, provider_cls=NoBalanceForNewPods, never_boot_rate=1.0)
@@ -369,7 +379,8 @@ def test_no_balance_on_a_boot_timeout_replacement(tmp_path):
     (job,) = backend.queue.jobs()
     assert job.state == "failed" and "balance" in job.result.failure_detail
     assert world.provider.running() == 0
-@pytest.mark.xfail(strict=True, reason='on AuthError the dispatcher sets _stop and drain returns without shutting the pool down: a pod booting for an abandoned job bills on (runpod.py:477, 415-420)')
+
+
 def test_no_balance_leaves_no_pod_serving_nothing(tmp_path):
     # Job 1 gets a pod; job 2's create answers 402: the dispatcher stops. Nothing may bill for nobody.
     world = World(tmp_path, provider_cls=NoBalanceForNewPods)
@@ -401,7 +412,8 @@ def test_a_job_cancelled_while_its_pod_boots_ends_cancelled_and_nothing_bills(tm
     job = backend.queue.get(job_id)
     assert job.state == "failed" and job.result.failure_reason == "cancelled"
     settled(world, backend)
-@pytest.mark.xfail(strict=True, reason="queue.start's False (job cancelled) is ignored and the bundle is submitted; the cancel is seen only at the next heartbeat, lease/3 later (runpod.py:487-490)")
+
+
 def test_a_job_cancelled_while_its_pod_boots_is_never_submitted(tmp_path):
     world, backend, job_id = _cancel_while_booting(tmp_path)
     assert world.submissions() == {}, "the cancelled job was uploaded to the pod and trained"
@@ -470,7 +482,8 @@ class GpuNeverSaid(SimProvider):
         if info is not None:
             info.gpu_type, info.gpu_count = None, None
         return info
-@pytest.mark.xfail(strict=True, reason="the dispatcher overwrites the runner's measured GPU with the pool's guess (the rung's GPU when the provider never said) (runpod.py:509)")
+
+
 def test_the_gpu_named_when_the_provider_never_says_it(tmp_path):
     held = plan()
 
@@ -516,7 +529,9 @@ def test_two_dispatchers_with_their_own_accounts_share_a_queue(tmp_path):
         counts[key] = counts.get(key, 0) + n
     assert counts == {j.id: 1 for j in a.queue.jobs()}
     assert world.provider.running() == 0 and other.running() == 0
-@pytest.mark.xfail(strict=True, reason="a second worker on the same pods.db adopts the first's live jobs (adopt ignores a live lease) and both then drive the same pods: jobs run twice (runpod.py:380-397, queue.py:207-218)")
+
+
+@pytest.mark.xfail(strict=True, reason='not fixed in one process: pools on one pods.db are owners with a heartbeat and a pid, and only another running process counts as a live owner (a second pool in the same process is taken for a restart, as existing tests require), so here the second takes over the first pod rows; two worker processes are kept apart (pool._live_owners)')
 def test_a_second_runpod_worker_on_the_same_machine(tmp_path):
     # `trainergym worker --backend runpod` twice on one machine: one queue, one account and, by
     # default, one workdir (so one pods.db). The second starts while the first runs two jobs.
@@ -531,7 +546,8 @@ def test_a_second_runpod_worker_on_the_same_machine(tmp_path):
     _interleave(world, [first, second])
     assert world.submissions() == {j.id: 1 for j in first.queue.jobs()}, "a job ran twice"
     settled(world, first)
-@pytest.mark.xfail(strict=True, reason="reconcile terminates every prefix-named pod its own database does not know, i.e. another live worker's pods: their jobs run twice (pool.py:478-489)")
+
+
 def test_a_second_runpod_worker_with_its_own_workdir(tmp_path):
     # The same, with `--workdir` apart: two pods files, one Runpod account.
     world = World(tmp_path)
@@ -593,7 +609,8 @@ def test_a_dispatcher_killed_and_restarted_loses_nothing(tmp_path, monkeypatch, 
     assert all(n == 1 for n in world.submissions().values()), world.submissions()
     settled(world, second, attempts_one=False)
     assert [j.state for j in second.queue.jobs()] == ["done", "done"]
-@pytest.mark.xfail(strict=True, reason='_bill and _forget are separate transactions: a crash between them and reconcile bills the pod again as vanished (2x) (pool.py:420-422, 494-496)')
+
+
 def test_a_crash_between_a_bill_and_forgetting_the_pod(tmp_path, monkeypatch):
     world = World(tmp_path)
     world.enqueue(1)
@@ -606,7 +623,9 @@ def test_a_crash_between_a_bill_and_forgetting_the_pod(tmp_path, monkeypatch):
     drain(second)
     assert world.provider.running() == 0
     assert second.pool.billed_usd() == pytest.approx(world.provider.billed_usd(), rel=0.01)
-@pytest.mark.xfail(strict=True, reason='reconcile bills a vanished pod up to now, not up to when it was last seen: hours of downtime billed (pool.py:495)')
+
+
+@pytest.mark.xfail(strict=True, reason='not fixed: no dispatcher ran while the pod died and neither the provider nor the pod reports when; reconcile bills it up to when it was last seen alive (the kill), 600 s short of its death (pool.reconcile)')
 def test_a_pod_that_died_while_no_dispatcher_ran_is_billed_until_it_died(tmp_path):
     world = World(tmp_path)
     world.enqueue(1)
@@ -623,7 +642,6 @@ def test_a_pod_that_died_while_no_dispatcher_ran_is_billed_until_it_died(tmp_pat
     settled(world, second, attempts_one=False)
 
 
-@pytest.mark.xfail(strict=True, reason='a restarted pool derives pod ages from wall dates: a step back bills ~$0, a step forward bills the hour twice (pool.py:197)')
 @pytest.mark.parametrize("step", [-3600.0, 3600.0], ids=["back", "forward"])
 def test_a_restart_after_the_wall_clock_was_stepped(tmp_path, step):
     # The pod's age carries over a restart through wall dates; NTP steps the wall clock an hour
@@ -651,7 +669,8 @@ class DiesSoon(SimProvider):
         if self.creates == 1:
             self.pods[pod_id].dies_at = self.pods[pod_id].boot_at + 10
         return pod_id
-@pytest.mark.xfail(strict=True, reason='a dead pod is billed until the dispatcher notices (next poll), not until it was last seen alive: >1% over (pool.py:420, runpod.py:499-500)')
+
+
 def test_a_pod_dying_mid_job_is_billed_until_it_died(tmp_path):
     world = World(tmp_path, provider_cls=DiesSoon, job_plan=plan(train=300, evaluate=60))
     world.enqueue(1)
@@ -667,7 +686,8 @@ class ThrottledCreate(SimProvider):
     def create(self, name, rung, env):
         self.clock.sleep(180)
         return super().create(name, rung, env)
-@pytest.mark.xfail(strict=True, reason='pod.started is taken before provider.create, so Retry-After waits inside create are billed (pool.py:253)')
+
+
 def test_a_create_throttled_before_it_is_taken_is_not_billed(tmp_path):
     world = World(tmp_path, provider_cls=ThrottledCreate)
     world.enqueue(1)
@@ -695,7 +715,8 @@ class StormyReads(SimProvider):
     def list(self):
         self._weather()
         return super().list()
-@pytest.mark.xfail(strict=True, reason='heartbeats happen only in _advance after pool.tick, and tick runs queue.recover first: a tick stalled by 429 waits lapses its own leases and re-runs running jobs (runpod.py:432-435, 457)')
+
+
 def test_a_429_storm_does_not_rerun_a_running_job(tmp_path):
     # Production leases last 300 s (`PodBackend.from_options`); a read may take 180 s of Retry-After.
     world = World(tmp_path, provider_cls=StormyReads, lease=300.0)
@@ -721,7 +742,9 @@ class BlindAtRestart(SimProvider):
         if self.blind[0] <= self.clock() < self.blind[1]:
             return None
         return super().get(pod_id)
-@pytest.mark.xfail(strict=True, reason='reconcile forgets a busy pod that list and get miss once at startup; its job re-runs elsewhere while the pod keeps running (pool.py:491-497)')
+
+
+@pytest.mark.xfail(strict=True, reason='not fixed: reconcile takes a busy pod that get and list miss at startup for vanished and terminates it (slowly, re-checked) instead of waiting for the provider to show it again; its job re-runs elsewhere (pool.reconcile, runpod._reattach)')
 def test_a_restart_while_the_provider_briefly_shows_no_pods(tmp_path):
     world = World(tmp_path, provider_cls=BlindAtRestart)
     world.enqueue(1)
@@ -736,7 +759,9 @@ def test_a_restart_while_the_provider_briefly_shows_no_pods(tmp_path):
     drain(second)
     assert world.submissions() == {j.id: 1 for j in second.queue.jobs()}, "re-run instead of re-attached"
     settled(world, second, attempts_one=False)
-@pytest.mark.xfail(strict=True, reason="re-attach trusts health.key == job id, so the pod's previous attempt's result is recorded for the new attempt (runpod.py:396, 410)")
+
+
+@pytest.mark.xfail(strict=True, reason="not fixed: re-attach still trusts health.key == job id; the pod's previous attempt's result is recorded for the new attempt (needs the submitted attempt recorded per pod; runpod._reattach)")
 def test_a_restart_between_taking_a_pod_and_submitting_a_retried_job(tmp_path, monkeypatch):
     # Attempt 1 fails on pod P for the host's fault (transient); attempt 2 takes P again and the
     # dispatcher dies before submitting. The restarted one must run attempt 2, not replay attempt 1.
@@ -764,7 +789,8 @@ def test_a_restart_between_taking_a_pod_and_submitting_a_retried_job(tmp_path, m
     (job,) = second.queue.jobs()
     assert job.state == "done", job.result.failure_reason
     settled(world, second, attempts_one=False)
-@pytest.mark.xfail(strict=True, reason="a local OSError from submit counts as a pod miss: healthy pods are terminated and the job fails as 'the pod died mid-job' (runpod.py:490-501)")
+
+
 def test_a_bundle_missing_on_this_host_is_not_blamed_on_the_pod(tmp_path):
     world = World(tmp_path)
     queue = JobQueue(tmp_path / "jobs.db", lease_seconds=LEASE, clock=world.clock)

@@ -109,7 +109,7 @@ class SimProvider:
         ready = pod.boot_at is not None and self.clock() >= pod.boot_at
         rate = 0.0 if self.config.rate_unknown and not ready else pod.info.cost_per_hr
         return PodInfo(pod.info.id, pod.info.name, "RUNNING", ready, rate, f"sim://{pod_id}" if ready else None,
-                       pod.info.gpu_type, pod.info.gpu_count)
+                       pod.info.gpu_type, pod.info.gpu_count, created=pod.created)
 
     def available(self, rung: Rung) -> bool | None:
         """A simulated catalog cannot tell: each create draws its own stock out."""

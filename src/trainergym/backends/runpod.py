@@ -111,7 +111,9 @@ class PodBackend(QueueBackend):
         dispatches nothing until it has succeeded."""
         try:
             self.pool.reconcile()
-        except TransientError:
+        except ProviderError as e:  # transient, or opaque: try again next tick
+            if not isinstance(e, TransientError):
+                self.errors.append(f"reconcile: {e}")
             return False
         for pod in list(self.pool.live):
             if pod.state == "busy" and pod.job_id is not None:
@@ -154,6 +156,15 @@ class PodBackend(QueueBackend):
                 self.pool.shutdown()
                 return
             self.sleep(idle_poll if idle_poll is not None and not self.active else self.poll_seconds)
+        # Stopped (by `stop`, or the provider refusing our credentials): pods serving no job are
+        # terminated now; busy ones are kept for a restarted dispatcher to re-attach.
+        for d in list(self.active.values()):
+            if d.pod is None or d.remote_id is None:
+                self._end(d)
+        try:
+            self.pool.shutdown(keep_busy=True, wait=False)
+        except Exception as e:  # noqa: BLE001 - the next start reconciles
+            self.errors.append(f"shutdown: {e!r}")
 
     def stop(self) -> None:
         """Make `drain` return after its current tick; safe from another thread."""
@@ -165,16 +176,25 @@ class PodBackend(QueueBackend):
         active."""
         if not self._started and not self.start():
             return
+        self._beat_all()  # before recover: a slow previous tick must not lapse our own leases
         self.queue.recover()
-        self.pool.tick()
+        try:
+            self.pool.tick()
+        except Exception as e:  # noqa: BLE001 - one provider call never kills the dispatcher
+            self.errors.append(f"pool: {e!r}")
+        if self.pool.refused is not None:
+            self.errors.append(self.pool.refused)
+            self.pool.refused = None
+            self._stop.set()
+        self._beat_all()
         for d in list(self.active.values()):
-            self._advance(d)
-        while len(self.active) < self.pool.config.max_pods:
+            self._step(d)
+        while len(self.active) < self.pool.config.max_pods and not self._stop.is_set():
             job = self.queue.lease(self.owner)
             if job is None:
                 break
             self.active[job.id] = _Dispatch(job, started=self.clock(), beat=self.queue.clock())
-            self._advance(self.active[job.id])
+            self._step(self.active[job.id])
         for pod in self.pool.live:  # pods held for jobs this dispatcher no longer runs: back to the pool
             if pod.job_id is not None and pod.job_id not in self.active:
                 self.pool.abandon(pod.job_id)
@@ -188,21 +208,46 @@ class PodBackend(QueueBackend):
         elif d.pod is None:
             self.pool.abandon(d.job.id)  # a pod may be booting for it: it becomes a spare
 
+    def _beat_all(self) -> None:
+        """Heartbeat every active job's lease now; end the ones lost (cancelled, or lapsed)."""
+        for d in list(self.active.values()):
+            d.beat = self.queue.clock()
+            if not self.queue.heartbeat(d.job.id, self.owner):
+                self._lost(d)
+
+    def _lost(self, d: _Dispatch) -> None:
+        if d.remote_id is not None:
+            try:
+                d.client.cancel(d.remote_id)
+            except (httpx.HTTPError, OSError):
+                pass
+        self._end(d)
+
+    def _step(self, d: _Dispatch) -> None:
+        """Advance one job; whatever it raises is that job's trouble, never the loop's."""
+        try:
+            self._advance(d)
+        except Exception as e:  # noqa: BLE001
+            self.errors.append(f"{d.job.id}: {e!r}")
+            d.misses += 1
+            if d.misses >= self.dead_after:
+                if d.pod is not None:
+                    self.pool.discard(d.pod, f"failing: {e!r}")
+                self.queue.fail(d.job.id, self.owner, RunResult.failed(FailureReason.RUNNER_ERROR, f"dispatcher: {e!r}"))
+                self._end(d, release=False)
+
     def _advance(self, d: _Dispatch) -> None:
         job = d.job
         if self.queue.clock() - d.beat >= self.queue.lease_seconds / 3:
             d.beat = self.queue.clock()
             if not self.queue.heartbeat(job.id, self.owner):  # cancelled, or our lease lapsed
-                if d.remote_id is not None:
-                    try:
-                        d.client.cancel(d.remote_id)
-                    except (httpx.HTTPError, OSError):
-                        pass
-                self._end(d)
+                self._lost(d)
                 return
         if d.pod is None:
             if job.id in self.pool.failed_jobs:  # before asking again: a new request would provision anew
-                self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.NO_POD, self.pool.failed_jobs.pop(job.id)))
+                kind = FailureReason.PROVIDER_REFUSED if job.id in self.pool.refused_jobs else FailureReason.NO_POD
+                self.pool.refused_jobs.discard(job.id)
+                self.queue.fail(job.id, self.owner, RunResult.failed(kind, self.pool.failed_jobs.pop(job.id)))
                 self._end(d)
                 return
             try:
@@ -219,38 +264,53 @@ class PodBackend(QueueBackend):
                 return
             if d.pod is None:
                 return  # booting, or every pod busy
+            if not self.queue.start(job.id, self.owner):  # cancelled (or lost) while its pod booted
+                self._end(d)
+                return
             d.client = self.client_factory(d.pod.url, d.pod.token)
-            self.queue.start(job.id, self.owner)
         try:
             if d.remote_id is None:
+                if not Path(job.bundle).is_dir():
+                    self.queue.fail(job.id, self.owner, RunResult.failed(
+                        FailureReason.RUNNER_ERROR, f"the job's bundle {job.bundle} is missing on the dispatcher's host"))
+                    self._end(d)
+                    return
                 d.remote_id = d.client.submit(Path(job.bundle), job.family, job.base_model, key=job.id)
             status = d.client.status(d.remote_id)
+            self.pool.saw(d.pod)
+            if status["phase"] == "awaiting-eval" and not d.eval_sent:
+                d.client.send_eval(d.remote_id, [ex.model_dump() for ex in hidden.hidden_eval(job.family)])
+                d.eval_sent = True
+            result = None
+            if status.get("done"):
+                result = d.client.result(d.remote_id) or RunResult.failed(FailureReason.RUNNER_ERROR, "the pod kept no result")
             d.misses = 0
         except (httpx.HTTPError, OSError, ValueError):
             d.misses += 1
             try:
-                vanished = self.pool.provider.get(d.pod.id) is None
+                vanished = self.pool.find(d.pod) is None  # by id and by name (an id may change)
             except ProviderError:
                 vanished = False  # the provider is flaky, not necessarily the pod
             if d.misses >= self.dead_after or vanished:
-                self.pool.discard(d.pod, "died mid-job")
+                self.pool.discard(d.pod, "died mid-job", died=vanished)
                 self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.POD_DIED, d.pod.id or d.pod.name))
                 self._end(d, release=False)
             return
-        if status["phase"] == "awaiting-eval" and not d.eval_sent:
-            d.client.send_eval(d.remote_id, [ex.model_dump() for ex in hidden.hidden_eval(job.family)])
-            d.eval_sent = True
-        if status.get("done"):
-            result = d.client.result(d.remote_id) or RunResult.failed(FailureReason.RUNNER_ERROR, "the pod kept no result")
-            result = result.model_copy(update={"gpu": d.pod.gpu_type, "gpu_count": d.pod.gpu_count,
-                                               "details": {**result.details, "pod": d.pod.id}})
+        if result is not None:
+            gpu = {"gpu": d.pod.gpu_type, "gpu_count": d.pod.gpu_count}
+            if not d.pod.gpu_said and result.gpu:  # the provider never named the GPUs: the runner measured them
+                gpu = {}
+            result = result.model_copy(update={**gpu, "details": {**result.details, "pod": d.pod.id}})
             if result.status == "succeeded":
                 self.queue.complete(job.id, self.owner, result)
             else:  # the queue retries what `result.transient` says may be the host's fault
                 self.queue.fail(job.id, self.owner, result)
             self._end(d)
         elif self.clock() - d.started > self.job_timeout:
-            d.client.cancel(d.remote_id)
+            try:
+                d.client.cancel(d.remote_id)
+            except (httpx.HTTPError, OSError):
+                pass
             self.queue.fail(job.id, self.owner, RunResult.failed(FailureReason.JOB_TIMEOUT, f"past {self.job_timeout:.0f} s"))
             self._end(d)
 
