@@ -209,9 +209,13 @@ class PodBackend(QueueBackend):
             self.pool.abandon(d.job.id)  # a pod may be booting for it: it becomes a spare
 
     def _beat_all(self) -> None:
-        """Heartbeat every active job's lease now; end the ones lost (cancelled, or lapsed)."""
+        """Heartbeat each active job's lease that is due (a sixth of the lease since its last beat,
+        so a slow tick still beats well before a lease lapses); end the ones lost."""
+        now = self.queue.clock()
         for d in list(self.active.values()):
-            d.beat = self.queue.clock()
+            if now - d.beat < self.queue.lease_seconds / 6:
+                continue
+            d.beat = now
             if not self.queue.heartbeat(d.job.id, self.owner):
                 self._lost(d)
 

@@ -229,6 +229,7 @@ class PodPool:
         self.owner = f"pool-{uuid.uuid4().hex[:8]}"
         self.store = Store(self.db, _SCHEMA)
         self.pods: dict[str, Pod] = {}
+        self._seen_saved: dict[str, float] = {}  # pod name -> the `seen` last written to the database
         self.failed_jobs: dict[str, str] = {}  # job id -> why no pod could be provisioned for it
         self.refused: str | None = None  # the provider refused our credentials (AuthError) in `tick`
         self.refused_jobs: set[str] = set()  # jobs in `failed_jobs` for that refusal
@@ -327,9 +328,12 @@ class PodPool:
         return len(self.live)
 
     def saw(self, pod: Pod) -> None:
-        """The pod's service answered: it was alive now (what a bill ends at if it dies)."""
+        """The pod's service answered: it was alive now (what a bill ends at if it dies). Kept in
+        memory at once, in the database at most once a minute (a crash loses at most that)."""
         pod.seen = self.clock()
-        self._save(pod)
+        if pod.seen - self._seen_saved.get(pod.name, -float("inf")) >= 60.0:
+            self._seen_saved[pod.name] = pod.seen
+            self._save(pod)
 
     def find(self, pod: Pod) -> PodInfo | None:
         """The provider's view of `pod`, by id and by name (None: it does not show it now)."""
