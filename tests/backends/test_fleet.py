@@ -42,10 +42,11 @@ def test_a_pod_boots_after_its_boot_time_and_then_has_a_url():
     pod_id = provider.create("tg-a", A40, {"K": "v"})
     assert pod_id == "sim0000001" and provider.creates == 1
     clock.sleep(119.9)
-    assert provider.get(pod_id) == PodInfo(pod_id, "tg-a", "RUNNING", False, pytest.approx(0.88), None, "NVIDIA A40", 2)
+    assert provider.get(pod_id) == PodInfo(pod_id, "tg-a", "RUNNING", False, pytest.approx(0.88), None, "NVIDIA A40", 2,
+                                           created=50.0)
     clock.sleep(0.1)  # 120 s after the create
     assert provider.get(pod_id) == PodInfo(pod_id, "tg-a", "RUNNING", True, pytest.approx(0.88), "sim://sim0000001",
-                                           "NVIDIA A40", 2)
+                                           "NVIDIA A40", 2, created=50.0)
     assert provider.list() == [provider.get(pod_id)] and provider.running() == 1
 
 
