@@ -46,6 +46,11 @@ CASES = [  # (arguments, what the message must say)
     (["worker", "--ladder", "{root}/missing.toml", "--db", "{root}/jobs.db"], "not a ladder of [[rung]] tables"),
     (["worker", "--db", "{root}/nowhere/jobs.db"], "nowhere does not exist"),
     (["costs", "--episode", "nope"], "no entries for episode 'nope'"),
+    # The option parser's own errors, in the same one line (they once came as a usage banner and a box).
+    (["episode", "--famly", "calc_chain"], "No such option: --famly"),
+    (["show"], "Missing argument 'run'; `trainergym show --help`"),
+    (["batch", "--n", "many"], "Invalid value for '--n': Input should be a valid integer"),
+    (["baselines", "measure", "--bogus"], "trainergym baselines measure: No such option: --bogus"),
 ]
 
 
@@ -53,12 +58,11 @@ CASES = [  # (arguments, what the message must say)
 def test_bad_input_fails_in_one_line(files, monkeypatch, args, says):
     monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
     args = [a.format(root=files) for a in args]
-    result = CliRunner().invoke(app, args)
+    result = CliRunner().invoke(app, args, prog_name="trainergym")
     assert result.exit_code == 2, (result.stdout, result.stderr, result.exception)
     assert not isinstance(result.exception, Exception) or isinstance(result.exception, SystemExit), result.exception
     assert "Traceback" not in result.stderr and says.format(root=files) in " ".join(result.stderr.split()), result.stderr
-    if result.stderr.startswith("error:"):  # ours; the option parser's own errors come boxed
-        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (files / "nowhere").exists()  # a typo creates nothing
 
 

@@ -12,10 +12,33 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from trainergym.paths import data_dir
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Writing an RL training job, as an environment.")
+
+class _OneLineErrors(TyperGroup):
+    """The option parser's errors (an unknown option, a count out of range) in the same one line as
+    ours, instead of Typer's usage banner and boxed panel: a log or an agent reads one line."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            status = super().main(*args, standalone_mode=False, **kwargs)
+        except typer.TyperException as e:  # Typer's own click: a usage error, a bad parameter
+            if type(e).__name__ != "NoArgsIsHelpError":  # the help is already printed
+                where = e.ctx.command_path if getattr(e, "ctx", None) else "trainergym"
+                what = (e.format_message() if hasattr(e, "format_message") else str(e)).rstrip(".")
+                _usage_error(f"{where}: {what}; `{where} --help` lists what it takes")
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            sys.exit(1)
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+app = typer.Typer(cls=_OneLineErrors, add_completion=False, no_args_is_help=True,
+                  help="Writing an RL training job, as an environment.")
 # Piped or redirected output is read in files and logs, not an 80-column terminal: tables get room.
 console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 160)
 
