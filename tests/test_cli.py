@@ -195,6 +195,10 @@ def test_episode_with_the_llm_agent_prints_tokens_and_dollars(tmp_path, monkeypa
     by_source = {(r["kind"], r["source"]): r for r in ledger["rows"]}
     assert set(by_source) == {("llm", "price table"), ("gpu", "surrogate")}  # the mock job's dollars: simulated
     assert out["result"]["cost_usd"] > 0 and ledger["simulated_usd"] == pytest.approx(out["result"]["cost_usd"])
+    # Both rows are the episode's: `costs --episode` lists the job's simulated dollars next to its calls.
+    one = subprocess.run([str(BIN), "costs", "--episode", out["episode_id"], "--json"], capture_output=True, text=True,
+                         env=os.environ.copy())
+    assert {r["kind"] for r in json.loads(one.stdout)["rows"]} == {"llm", "gpu"}, one.stdout + one.stderr
 
 
 def test_the_llm_agent_needs_its_key(tmp_path):

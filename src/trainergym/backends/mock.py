@@ -265,7 +265,7 @@ class MockBackend:
         if cached is None and result.cost_usd:  # a simulated job's GPU dollars, in the ledger as what they are
             from trainergym.infra.costs import Ledger
 
-            Ledger().record("gpu", result.cost_usd, "surrogate", episode=bundle.manifest.episode or None,
+            Ledger().record("gpu", result.cost_usd, "surrogate", episode=bundle.manifest.episode_id or None,
                             note=f"simulated job {result.job_id} ({result.gpu_count}x {result.gpu}, {result.status})")
         # One trained job, one delivery per submission (each with its episode's noise).
         key = result.job_id if cached is None else f"{result.job_id}+{uuid.uuid4().hex[:6]}"

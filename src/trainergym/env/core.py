@@ -293,6 +293,7 @@ class AsyncTrainerEnv:
         # What a surrogate draws its eval noise from: the episode (its seed, else its id), never
         # the bundle's bytes, so no comment or whitespace is luckier than another.
         bundle.manifest.episode = f"seed:{ep.seed}" if ep.seed is not None else f"episode:{ep.id}"
+        bundle.manifest.episode_id = ep.id
         submitting = asyncio.ensure_future(self.backend.submit(bundle, ep.task))
         try:
             handle = await asyncio.shield(submitting)

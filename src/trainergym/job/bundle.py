@@ -232,6 +232,7 @@ class JobManifest(BaseModel):
     created: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     probe: dict[str, Any] = {}
     episode: str = ""  # the submitting episode's key (its seed, else its id): the mock's noise seed
+    episode_id: str = ""  # the submitting episode itself: what ledgers and `costs --episode` name
 
 
 class JobBundle(BaseModel):
