@@ -91,3 +91,13 @@ def test_an_endpoint_that_keeps_failing_ends_the_episode_with_the_reason(tmp_pat
     assert "endpoint failed after 2 retries" in info["truncated_reason"] and "InternalServerError" in info["truncated_reason"]
     assert info["crashed"] == info["truncated_reason"]  # not the agent's failure: counted apart
     assert ledger.totals()["entries"] == 0
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_a_conversation_refused_as_too_long_is_the_agents_failure_not_a_crash(tmp_path, prices, first):
+    # Counted as crashed, an agent could escape a bad score by overflowing its context; a refusal of
+    # the very first request (the task and our tool schemas) is not the agent's doing, so it is a crash.
+    with FakeOpenAI(reference_policy(), faults=[None] * (0 if first else 2) + ["context"]) as fake:
+        info, agent, ledger, env = play(fake, tmp_path, prices)
+    assert "HTTP 400" in info["truncated_reason"] or "BadRequestError" in info["truncated_reason"]
+    assert bool(info.get("crashed")) is first

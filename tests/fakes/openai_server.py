@@ -4,7 +4,8 @@ A `policy(request_body) -> {"content": str, "tool_calls": [{"name", "arguments"}
 reply. Plain and streamed (SSE) responses, tool calls and `usage` are served as the OpenAI API
 does. Faults are consumed one per request, in order: "429", "500", "timeout" (a 504 after
 `slow_seconds`, past the client's timeout), "malformed" (the policy's first tool call gets
-arguments that are not JSON), None (no fault).
+arguments that are not JSON), "context" (a 400 refusing the conversation as too long, as vLLM and
+OpenAI do), None (no fault).
 Every reported usage is recorded, so a test can check a ledger against it.
 """
 
@@ -53,6 +54,9 @@ class FakeOpenAI:
                                       {"retry-after": "0"})
                 if fault == "500":
                     return self._json(500, {"error": {"message": "upstream exploded"}})
+                if fault == "context":
+                    return self._json(400, {"error": {"message": "This model's maximum context length is 32768 tokens.",
+                                                      "type": "invalid_request_error", "code": "context_length_exceeded"}})
                 if fault == "timeout":
                     time.sleep(fake.slow_seconds)
                     return self._json(504, {"error": {"message": "gateway timeout"}})

@@ -20,11 +20,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openai import APIError, AsyncOpenAI
+from openai import APIError, APIStatusError, AsyncOpenAI
 
 from trainergym.agents import Stop
 from trainergym.agents.prompt import SYSTEM_PROMPT
 from trainergym.infra.costs import Ledger, Price, load_prices
+
+# A request refused for what it holds (too long a context, too many tokens): once the agent has
+# spoken, the conversation is its own doing, so the episode is the agent's failure, not a crash that
+# eval-agent would count apart (an agent must not escape a bad score by overflowing its context).
+REFUSED = (400, 413, 422)
 
 TEMPLATE_TOKENS_PER_MESSAGE = 16  # role markers and separators the chat template adds
 
@@ -99,14 +104,23 @@ class LLMAgent:
                         f" of the episode's ${self.config.budget_usd:.4f} is left")
         try:
             message, usage, reported = await (self._streamed() if self.config.stream else self._plain())
-        except APIError as e:  # still failing after the SDK's retries: end the episode, say why
-            return Stop(f"the model endpoint failed after {self.config.max_retries} retries: {type(e).__name__}: {e}"[:500],
-                        crashed=True)
+        except APIStatusError as e:
+            if e.status_code in REFUSED and len(self.messages) > 2:  # the conversation the agent grew (too long)
+                return Stop(f"the model endpoint refused the conversation: HTTP {e.status_code}: {e}"[:500])
+            return self._crash(e)
+        except APIError as e:
+            return self._crash(e)
         self._meter(usage, reported)
         self._last_prompt = (usage["prompt_tokens"] + usage["completion_tokens"], len(self.messages) + 1)
         self.messages.append(message)
         self._open_calls = [c["id"] for c in message.get("tool_calls") or []]
         return message if message.get("tool_calls") else (message.get("content") or "")
+
+    def _crash(self, e: APIError) -> Stop:
+        """Still failing after the SDK's retries: the episode ends as crashed (counted apart from
+        the agent's failures), saying why."""
+        return Stop(f"the model endpoint failed after {self.config.max_retries} retries: {type(e).__name__}: {e}"[:500],
+                    crashed=True)
 
     # --- conversation ------------------------------------------------------------------------
     def _observe(self, observation: str, info: dict) -> None:
