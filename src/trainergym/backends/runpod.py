@@ -48,6 +48,11 @@ def ladder(path: Path | None) -> tuple[Rung, ...]:
         raise ValueError(f"{path}: not a ladder of [[rung]] tables with gpu_type, gpu_count and cloud ({e})") from None
 
 
+def _attempt_key(job: Job) -> str:
+    """What a pod's job is tagged with: the queue's job and its attempt."""
+    return f"{job.id}#{job.attempts}"
+
+
 class PodBackend(QueueBackend):
     """Jobs dispatched to a warm pool of GPU pods (`pool`) through the queue. `drain` runs the
     dispatcher; `submit` only queues."""
@@ -131,8 +136,10 @@ class PodBackend(QueueBackend):
         if health is None:  # unreachable (or never booted): the job comes back when its lease lapses
             self.pool.discard(pod, "unreachable after a dispatcher restart")
             return
-        submitted = health.get("key") == pod.job_id
         job = self.queue.adopt(pod.job_id, self.owner)
+        # The pod ran this attempt only if its key names it: a retried job's earlier attempt on
+        # the same pod (failed for the host) must not be taken for the one now due.
+        submitted = job is not None and health.get("key") == _attempt_key(job)
         if job is None or (health.get("busy") and not submitted):  # the job ended, or the pod runs a stranger
             if health.get("busy"):
                 try:
@@ -279,7 +286,7 @@ class PodBackend(QueueBackend):
                         FailureReason.RUNNER_ERROR, f"the job's bundle {job.bundle} is missing on the dispatcher's host"))
                     self._end(d)
                     return
-                d.remote_id = d.client.submit(Path(job.bundle), job.family, job.base_model, key=job.id)
+                d.remote_id = d.client.submit(Path(job.bundle), job.family, job.base_model, key=_attempt_key(job))
             status = d.client.status(d.remote_id)
             self.pool.saw(d.pod)
             if status["phase"] == "awaiting-eval" and not d.eval_sent:
