@@ -167,7 +167,9 @@ class SimPod:
         return lambda url, token: cls(provider, url.removeprefix("sim://"), plan)
 
     def _check(self) -> None:
-        if self.provider.get(self.pod_id) is None:
+        # The pod itself, not the provider's API view of it: a service answers while the API blanks.
+        pod = self.provider.pods.get(self.pod_id)
+        if pod is None or not self.provider._alive(pod) or pod.boot_at is None or self.provider.clock() < pod.boot_at:
             raise httpx.ConnectError(f"pod {self.pod_id} is gone")
 
     def health(self) -> dict:

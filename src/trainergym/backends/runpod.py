@@ -134,7 +134,14 @@ class PodBackend(QueueBackend):
         except (httpx.HTTPError, OSError, ValueError):
             health = None
         if health is None:  # unreachable (or never booted): the job comes back when its lease lapses
-            self.pool.discard(pod, "unreachable after a dispatcher restart")
+            try:
+                gone = self.pool.find(pod) is None
+            except ProviderError:
+                gone = False
+            if gone:  # died while no dispatcher ran: billed to when it was last seen
+                self.pool.forget(pod)
+            else:
+                self.pool.discard(pod, "unreachable after a dispatcher restart")
             return
         job = self.queue.adopt(pod.job_id, self.owner)
         # The pod ran this attempt only if its key names it: a retried job's earlier attempt on

@@ -649,8 +649,8 @@ class PodPool:
         ownership rules): take over the pods of dead owners; terminate pods named after this
         database that no live owner records or whose id it never learned (a create that failed
         after all), and, on a `restart`, those a dead pool was booting; a recorded pod the
-        provider shows neither by id nor by name is terminated the slow way (re-checked until its
-        absence settles), billed up to when it was last seen. Returns what it did; jobs of
+        provider shows neither by id nor by name is `forget`-ed, except, on a `restart`, a busy one:
+        the caller re-attaches to it and asks the pod itself. Returns what it did; jobs of
         forgotten pods are for the caller to requeue (their leases lapse)."""
         self._load()
         known = {p.name: p for p in self.pods.values() if p.state != "gone"}
@@ -677,7 +677,14 @@ class PodPool:
         for name, pod in known.items():
             if name in remote or self.clock() - pod.started < grace or pod.state == "terminating" or not pod.id:
                 continue
+            if restart and pod.state == "busy" and pod.job_id is not None:
+                continue  # the restarted dispatcher asks the pod itself: a provider's blank is no death
             if self._retry(self._look_up, pod) is None:
-                self._terminate(pod, "vanished", pod.seen if pod.seen is not None else self.clock())
+                self.forget(pod)
                 done["forgotten"].append(pod.id)
         return done
+
+    def forget(self, pod: Pod) -> None:
+        """A pod the provider shows neither by id nor by name: terminated the slow way (re-checked
+        until its absence settles), billed up to when it was last seen alive."""
+        self._terminate(pod, "vanished", pod.seen if pod.seen is not None else self.clock())
