@@ -49,8 +49,16 @@ def test_successful_job_full_formula():
                          best_pre=0.742, train_seconds=250, budget_seconds=1000)
     assert r.uplift == pytest.approx(0.129)
     assert r.job_quality == pytest.approx(0.25 * 0.871 + 0.75 * 0.5)
-    assert r.speed == pytest.approx(0.75)
-    assert r.total == pytest.approx(0.35 * 1 + 0.60 * r.job_quality + 0.05 * 0.75)
+    assert r.speed == pytest.approx(0.75 * 0.5)  # in proportion to the gain (uplift_term 0.5)
+    assert r.total == pytest.approx(0.35 * 1 + 0.60 * r.job_quality + 0.05 * 0.75 * 0.5)
+
+
+def test_speed_pays_nothing_to_a_job_that_taught_nothing():
+    # A valid job that trains nothing (1 step) finishes at once: once the largest speed bonus there was.
+    for post in (0.742, 0.6):
+        r = R.episode_reward(attempts=1, parseable=True, valid_on_attempt=1, job_succeeded=True, post=post,
+                             best_pre=0.742, train_seconds=1, budget_seconds=1000)
+        assert r.speed == 0.0
 
 
 def test_regression_below_best_pre_is_penalised():

@@ -7,7 +7,10 @@
 - job_quality: 0.25 * post + 0.75 * uplift_term, where uplift = post - best_pre (best_pre is
   the frozen hidden-eval score of the best *untrained* base model for the family). A job
   that dies on the GPU scores 0 here and the episode keeps its validation term.
-- speed: a tie-breaker in [0, 1] for faster training, only when the job succeeded.
+- speed: a tie-breaker in [0, 1] for faster training, only when the job succeeded, and in
+  proportion to the gain it made (`speed_term * max(0, uplift_term)`; our choice: the original
+  says only "a small tie-breaker for faster jobs". Paid in full, it paid most to a valid job that
+  trains nothing, 1 step at lr 1e-12, for finishing at once).
 - An episode with no parseable submission at all scores NO_SUBMISSION_TOTAL in total.
 
 Normalisation of the uplift term (our choice; the original reports only "signed gain"):
@@ -107,7 +110,7 @@ def episode_reward(
         r.uplift = post - best_pre
         r.uplift_term = uplift_term(post, best_pre)
         r.job_quality = job_quality(post, best_pre)
-        r.speed = speed_term(train_seconds or 0.0, budget_seconds)
+        r.speed = speed_term(train_seconds or 0.0, budget_seconds) * max(0.0, r.uplift_term)
     elif r.validated:
         r.note = "the job did not produce a trained model: job quality 0, validation kept"
     r.total = W_VALIDATION * r.validation + W_QUALITY * r.job_quality + W_SPEED * r.speed
