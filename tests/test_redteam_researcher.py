@@ -203,9 +203,6 @@ raise RuntimeError("LOOT " + " | ".join(loot))
     assert baselines.best_pre(FAMILY) == before
 
 
-@pytest.mark.xfail(strict=True, reason="measured rows are never checked against the stack (or hidden eval) now in "
-                                       "use: baselines.load_measured/for_family (task/baselines.py:125-202) keep a row "
-                                       "measured under another prime-rl/vLLM pin as the bar")
 def test_a_row_measured_on_another_stack_is_not_the_bar(tmp_path, monkeypatch):
     """A measured row records the stack that scored it, but nothing compares it with the stack the
     jobs' pre and post scores now come from: after an upgrade (or with an older release's file) a

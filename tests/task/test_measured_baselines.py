@@ -20,7 +20,7 @@ from tests.fakes.gpu_host import fake_commands, fake_nvidia_smi
 from trainergym.backends.measure import baselines_app, short_stack
 from trainergym.job.stack import PIN
 from trainergym.paths import data_dir, default_workdir
-from trainergym.task import baselines
+from trainergym.task import baselines, hidden
 from trainergym.task.baselines import Baseline, BaselineFileError, wilson_interval
 
 MODELS = ["Qwen/Qwen3-1.7B", "Qwen/Qwen3-0.6B"]
@@ -148,12 +148,34 @@ def test_a_backend_that_cannot_run_here_is_refused_in_one_line(data, tmp_path, m
 
 
 # --- the file ------------------------------------------------------------------------------------
-def measured(family="calc_chain", model="Qwen/Qwen3-1.7B", score=0.6, n=200):
-    return Baseline(family=family, model=model, score=score, n=n, source="measured", date="2026-08-22T00:00:00Z",
-                    stack=short_stack(), backend="local")
+def measured(family="calc_chain", model="Qwen/Qwen3-1.7B", score=0.6, n=200, **kw):
+    row = dict(family=family, model=model, score=score, n=n, source="measured", date="2026-08-22T00:00:00Z",
+               stack=short_stack(), eval=hidden.eval_fingerprint(family), backend="local")
+    return Baseline(**{**row, **kw})
 
 
-def test_precedence_replaces_in_place_and_adds_what_the_package_lacks(data):
+@pytest.mark.parametrize("why", ["another stack", "another hidden eval", "no eval recorded"])
+def test_a_stale_row_is_not_the_bar_and_is_shown_as_stale(data, monkeypatch, why):
+    # A row measured under another scorer or eval (an upgrade, a regenerated hidden seed, an older
+    # release's file) would otherwise keep paying rewards against its figure.
+    low = {"another stack": measured(score=0.3, stack="prime-rl 0000000, verifiers 0.0.1 (0000000), python 3.10"),
+           "another hidden eval": measured(score=0.3),
+           "no eval recorded": measured(score=0.3, eval=None)}[why]
+    baselines.write_measured([low])
+    if why == "another hidden eval":
+        assert baselines.score("calc_chain", "Qwen/Qwen3-1.7B").score == 0.3  # in effect while the eval is the same
+        monkeypatch.setenv("TRAINERGYM_HIDDEN_SEED", "a regenerated hidden eval, 32 chars or more")
+    assert baselines.score("calc_chain", "Qwen/Qwen3-1.7B").source == "reported"
+    assert baselines.best_pre("calc_chain").score == 0.742
+    shown = invoke("show", "--family", "calc_chain")
+    assert shown.exit_code == 0 and "stale, not used" in shown.stdout, shown.stdout
+    (row,) = json.loads(invoke("show", "--family", "calc_chain", "--json").stdout)["stale"]["calc_chain"]
+    assert row["score"] == 0.3 and row["why"]
+
+
+def test_precedence_replaces_in_place_and_adds_what_the_package_lacks(data, monkeypatch):
+    real = hidden.eval_fingerprint  # "seventh" stands for a family installed later, with an eval of its own
+    monkeypatch.setattr(hidden, "eval_fingerprint", lambda f: "0123456789abcdef" if f == "seventh" else real(f))
     baselines.write_measured([measured(model="Qwen/Qwen3-0.6B", score=0.31)])
     rows = baselines.for_family("calc_chain")
     assert [(b.model, b.source) for b in rows] == [("Qwen/Qwen3-1.7B", "reported"), ("Qwen/Qwen3-0.6B", "measured")]

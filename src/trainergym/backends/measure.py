@@ -30,7 +30,7 @@ import typer
 
 from trainergym.backends import BackendOptions, BackendUnavailable
 from trainergym.job.result import FailureReason, RunResult
-from trainergym.job.stack import PIN, StackPin
+from trainergym.job.stack import short_stack
 from trainergym.paths import data_dir
 from trainergym.task import baselines, hidden
 
@@ -40,13 +40,6 @@ POD_PREFIX = "tgbaseline"  # not `trainergym-`: a worker's reconcile would end t
 
 class MeasureRefused(ValueError):
     """The measurement cannot start (an unknown family, model or backend; no GPU; no key): one line."""
-
-
-def short_stack(pin: StackPin = PIN) -> str:
-    """The stack pin as a baseline row records it, e.g. "prime-rl 559b447, verifiers 0.3.1.dev62
-    (a60a606), python 3.12"."""
-    return (f"prime-rl {pin.prime_rl_commit[:7]}, verifiers {pin.prime_rl_verifiers} "
-            f"({pin.prime_rl_verifiers_commit[:7]}), python {pin.prime_rl_python}")
 
 
 def check_request(family: str, models: list[str] | None, backend: str) -> list[str]:
@@ -78,7 +71,7 @@ def to_baseline(result: RunResult, family: str, backend: str, mode: str) -> base
     return baselines.Baseline(
         family=family, model=result.base_model, score=round(result.pre, 4), n=result.eval_n, source="measured",
         date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), stack=short_stack(result.stack),
-        backend=backend, ci95=baselines.wilson_interval(result.pre, result.eval_n),
+        eval=hidden.eval_fingerprint(family), backend=backend, ci95=baselines.wilson_interval(result.pre, result.eval_n),
         note=f"untrained, scored by the family's scorer on {result.gpu_count}x {result.gpu}{cached}")
 
 
@@ -307,13 +300,17 @@ def show_command(
     ids = [family] if family else sorted(families())
     try:
         rows = {fid: baselines.for_family(fid) for fid in ids}
+        stale = {fid: [(b, baselines.stale(b)) for b in baselines.load_measured() if b.family == fid and baselines.stale(b)]
+                 for fid in ids}
     except baselines.BaselineFileError as e:
         raise _refused(str(e)) from None
     if family and not rows[family]:
         raise _refused(f"no baselines for family {family!r}")
     if as_json:
         print(json.dumps({"file": str(baselines.measured_path()),
-                          "baselines": {fid: [b.model_dump(exclude_none=True) for b in bs] for fid, bs in rows.items()}}))
+                          "baselines": {fid: [b.model_dump(exclude_none=True) for b in bs] for fid, bs in rows.items()},
+                          "stale": {fid: [{**b.model_dump(exclude_none=True), "why": why} for b, why in rs]
+                                    for fid, rs in stale.items() if rs}}))
         return
     for fid, bs in rows.items():
         best = max(bs, key=lambda b: b.score) if bs else None
@@ -322,3 +319,6 @@ def show_command(
             where = f", {b.backend} {b.date}" if b.source == "measured" else ""
             mark = "  <- best_pre" if b is best else ""
             typer.echo(f"{fid:16} {b.model:18} {b.score:.3f}  n={b.n:<4} ci95 {ci:11} {b.source}{where}{mark}")
+        for b, why in stale[fid]:
+            typer.echo(f"{fid:16} {b.model:18} {b.score:.3f}  stale, not used: {why}; "
+                       f"`trainergym baselines measure --family {fid}` measures it again")

@@ -48,6 +48,13 @@ class StackPin(BaseModel):
 PIN = StackPin()
 
 
+def short_stack(pin: StackPin = PIN) -> str:
+    """The stack pin as a measured baseline row records it, e.g. "prime-rl 559b447, verifiers
+    0.3.1.dev62 (a60a606), python 3.12"."""
+    return (f"prime-rl {pin.prime_rl_commit[:7]}, verifiers {pin.prime_rl_verifiers} "
+            f"({pin.prime_rl_verifiers_commit[:7]}), python {pin.prime_rl_python}")
+
+
 def requirements(source: str) -> list[str]:
     """The pin as requirements for an environment that validates jobs the way prime-rl loads them
     (its config classes and its verifiers, no torch). `source` is "git" (the pinned commits) or

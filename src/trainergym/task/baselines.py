@@ -13,10 +13,12 @@ scored the models with the same scorer the jobs' pre-scores come from. Because b
 bar the agent's reward is paid against, it is read only when it is plainly that command's
 output: a regular file (no link) owned by this user, 0600, in the data directory (hidden from
 agent code in the probe's sandbox and from the trainer; no workspace lies there), every row
-`measured` with its date, stack and backend, and a MAC over the rows keyed by the installation
+`measured` with its date, stack, eval and backend, and a MAC over the rows keyed by the installation
 secret (`hidden.install_secret`), so a row edited by hand or a file copied from elsewhere is
 refused. A refused file raises `BaselineFileError` (one line) rather than falling back to the
 packaged figures: a bar that silently moved back would pay rewards against the wrong baseline.
+A trusted row is the bar only while it measures what jobs are scored against now: the same stack
+and the same hidden eval (`stale`); a stale row is passed over and shown as stale.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from trainergym.paths import PACKAGE_DATA, data_dir
 BASELINES_FILE = PACKAGE_DATA / "baselines.toml"
 MEASURED_NAME = "baselines.toml"  # in the data directory
 MEASURED_VERSION = 1
-_MEASURED_KEYS = {"family", "model", "score", "n", "source", "note", "date", "stack", "backend", "ci95"}
+_MEASURED_KEYS = {"family", "model", "score", "n", "source", "note", "date", "stack", "eval", "backend", "ci95"}
 
 
 class BaselineFileError(ValueError):
@@ -66,6 +68,7 @@ class Baseline(BaseModel):
     note: str = ""
     date: str | None = None
     stack: str | None = None
+    eval: str | None = None  # measured rows: `hidden.eval_fingerprint` of the eval they were scored on
     backend: str | None = None
     ci95: tuple[float, float] | None = None
 
@@ -221,11 +224,31 @@ def write_measured(rows: list[Baseline], path: Path | None = None) -> Path:
 
 
 # --- lookups: the packaged rows, with the measured ones preferred ---------------------------------
+def stale(b: Baseline) -> str:
+    """Why a measured row no longer measures what jobs are scored against ("" when it does): it
+    was scored on another stack than the one jobs train and score with, or on another hidden eval
+    (a new hidden seed, a changed family generator, a row from before rows recorded their eval)."""
+    from trainergym.job.stack import short_stack
+    from trainergym.task import hidden
+
+    if b.stack != short_stack():
+        return f"measured on {b.stack}, jobs now run on {short_stack()}"
+    try:
+        now = hidden.eval_fingerprint(b.family)
+    except KeyError:
+        return f"family {b.family} is not installed"
+    if b.eval != now:
+        return "measured on another hidden eval than this installation's now"
+    return ""
+
+
 def for_family(family: str) -> list[Baseline]:
     """The family's baselines: the packaged rows in file order, each replaced by this
     installation's measured row for the same model, then measured rows for models the packaged
-    file lacks (none for an unknown family). BaselineFileError when the measured file is refused."""
-    measured = {b.model: b for b in load_measured() if b.family == family}
+    file lacks (none for an unknown family). A `stale` measured row is passed over: it measured
+    another scorer or eval, so the packaged row stands (`trainergym baselines show` says so).
+    BaselineFileError when the measured file is refused."""
+    measured = {b.model: b for b in load_measured() if b.family == family and not stale(b)}
     rows = [measured.pop(b.model, b) for b in load_baselines() if b.family == family]
     return rows + list(measured.values())
 

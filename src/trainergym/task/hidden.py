@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import json
 import os
 import secrets
 import string
@@ -135,6 +136,20 @@ def _items(family_id: str, namespace: str, seed: str, n: int) -> tuple[Example, 
 def hidden_eval(family_id: str, n: int = HIDDEN_EVAL_SIZE) -> list[Example]:
     """The family's hidden eval (what pre/post scores are measured on)."""
     return list(_items(family_id, "hidden", secret_seed(), n))
+
+
+def eval_fingerprint(family_id: str) -> str:
+    """A digest of the family's hidden eval as it is now (its items, hence the hidden seed and the
+    family's generator): what a measured baseline row records, so a row scored on another eval is
+    not taken for this one's. Says nothing about the items."""
+    return _fingerprint(family_id, secret_seed())
+
+
+@functools.cache
+def _fingerprint(family_id: str, seed: str) -> str:
+    items = json.dumps([ex.model_dump(mode="json") for ex in _items(family_id, "hidden", seed, HIDDEN_EVAL_SIZE)],
+                       sort_keys=True)
+    return hashlib.sha256(items.encode()).hexdigest()[:16]
 
 
 @functools.cache
