@@ -18,6 +18,7 @@ history, OpenRouter's 403 on moderated input). One probe runs (~5-20 s); the res
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import json
 import secrets
@@ -222,10 +223,6 @@ def test_a_row_measured_on_another_stack_is_not_the_bar(tmp_path, monkeypatch):
 
 
 # === 2. Crash accounting ========================================================================
-@pytest.mark.xfail(strict=True, reason="LLMAgent sends the model's malformed tool-call arguments back verbatim "
-                                       "(agents/llm.py:115) and counts any 5xx after retries as a crash (llm.py:112, "
-                                       "_crash): a server that 500s on that history (llama.cpp does) takes the episode "
-                                       "out of the mean")
 def test_malformed_tool_call_history_that_a_server_500s_on_is_not_a_crash(tmp_path):
     """llama.cpp's server answers HTTP 500 ("Failed to parse tool call arguments as JSON") to a
     conversation whose earlier assistant message holds tool-call arguments that are not JSON, and
@@ -240,9 +237,6 @@ def test_malformed_tool_call_history_that_a_server_500s_on_is_not_a_crash(tmp_pa
     assert table["crashed"] == 0 and table["mean_reward"] is not None
 
 
-@pytest.mark.xfail(strict=True, reason="a 403 (OpenRouter: 'your input was flagged' by moderation) on a conversation "
-                                       "the agent wrote is counted as a crash: llm.py:110-112 treat only 400/413/422 "
-                                       "(REFUSED) as the agent's failure")
 def test_a_conversation_refused_by_moderation_is_the_agents_failure(tmp_path):
     """The LLM agent's default endpoint is OpenRouter, whose documented 403 means "your chosen
     model requires moderation and your input was flagged". The agent controls its input: it
@@ -473,7 +467,9 @@ def test_report_html_shows_a_crash_reason_quoting_the_agent_as_text(tmp_path):
     script = [("write_file", json.dumps({"path": "n.md", "content": "FLAGGED <script>alert(1)</script>"})), SUBMIT]
     with _Endpoint(script, refuse) as ep:
         summary, _ = _llm_batch(ep.url, tmp_path)
-    assert "<script>" in (summary.error or "")  # the agent's text is in the record
+    assert "<script>" in (summary.note or "")  # the agent's text is in the record (its failure, not a crash)
+    # A reason that still counts as a crash may quote it as well (the report's crash column shows it).
+    summary = dataclasses.replace(summary, error=f"the model endpoint failed: {summary.note}")
     write_summary(tmp_path / "runs", [summary], {"agent": "llm:fake-model"})
     html = report([tmp_path / "runs"], tmp_path / "out")[-1].read_text()
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html

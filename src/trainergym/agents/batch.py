@@ -68,8 +68,10 @@ async def run_many(make_agent: Callable[[], Agent], backend: Backend, n: int, op
             try:
                 info = await run_episode(env, agent, seed=seed + i, options=options)
                 ep, r = env.episode, info["reward_breakdown"]
+                stopped = None if info.get("crashed") else info.get("truncated_reason")  # why the agent stopped
+                note = "; ".join(s for s in (r.get("note"), stopped and f"stopped: {stopped}") if s) or None
                 summary = EpisodeSummary(ep.id, ep.task.id, seed + i, r["total"], ep.valid_on_attempt is not None,
-                                         ep.result is not None and ep.result.status == "succeeded", ep.turns, r.get("note"),
+                                         ep.result is not None and ep.result.status == "succeeded", ep.turns, note,
                                          time.perf_counter() - started, getattr(getattr(agent, "usage", None), "usd", None),
                                          ep.result.source if ep.result else None, error=info.get("crashed"),
                                          family=ep.task.family, terms={k: r.get(k) for k in TERMS},

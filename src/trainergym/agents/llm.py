@@ -20,16 +20,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from openai import APIError, APIStatusError, AsyncOpenAI
+from openai import APIError, APIStatusError, AsyncOpenAI, RateLimitError
 
 from trainergym.agents import Stop
 from trainergym.agents.prompt import SYSTEM_PROMPT
 from trainergym.infra.costs import Ledger, Price, load_prices
 
-# A request refused for what it holds (too long a context, too many tokens): once the agent has
-# spoken, the conversation is its own doing, so the episode is the agent's failure, not a crash that
-# eval-agent would count apart (an agent must not escape a bad score by overflowing its context).
-REFUSED = (400, 413, 422)
 
 TEMPLATE_TOKENS_PER_MESSAGE = 16  # role markers and separators the chat template adds
 
@@ -104,23 +100,37 @@ class LLMAgent:
                         f" of the episode's ${self.config.budget_usd:.4f} is left")
         try:
             message, usage, reported = await (self._streamed() if self.config.stream else self._plain())
-        except APIStatusError as e:
-            if e.status_code in REFUSED and len(self.messages) > 2:  # the conversation the agent grew (too long)
-                return Stop(f"the model endpoint refused the conversation: HTTP {e.status_code}: {e}"[:500])
-            return self._crash(e)
-        except APIError as e:
-            return self._crash(e)
+        except APIError as e:  # still failing after the SDK's retries
+            return await self._failed(e)
         self._meter(usage, reported)
         self._last_prompt = (usage["prompt_tokens"] + usage["completion_tokens"], len(self.messages) + 1)
-        self.messages.append(message)
+        self.messages.append(_replayable(message))
         self._open_calls = [c["id"] for c in message.get("tool_calls") or []]
         return message if message.get("tool_calls") else (message.get("content") or "")
 
-    def _crash(self, e: APIError) -> Stop:
-        """Still failing after the SDK's retries: the episode ends as crashed (counted apart from
-        the agent's failures), saying why."""
-        return Stop(f"the model endpoint failed after {self.config.max_retries} retries: {type(e).__name__}: {e}"[:500],
-                    crashed=True)
+    async def _failed(self, e: APIError) -> Stop:
+        """End the episode on an endpoint that keeps failing, saying why. A crash (counted apart
+        from the agent's failures) only when the endpoint is at fault: once the agent has spoken, a
+        refusal of the conversation it built (too long, flagged by moderation, a server choking
+        on it) is the agent's failure if the endpoint still answers the bare task. Otherwise an
+        agent could escape a bad score by making its own conversation unservable."""
+        why = f"{type(e).__name__}: {e}"
+        if isinstance(e, APIStatusError) and not isinstance(e, RateLimitError) and len(self.messages) > 2 \
+                and await self._answers_the_task():
+            return Stop(f"the model endpoint refused the conversation (HTTP {e.status_code}; the bare task is still "
+                        f"answered): {why}"[:500])
+        return Stop(f"the model endpoint failed after {self.config.max_retries} retries: {why}"[:500], crashed=True)
+
+    async def _answers_the_task(self) -> bool:
+        """Whether the endpoint answers the system prompt and the task alone (one token, metered)."""
+        try:
+            response = await self.client.chat.completions.create(
+                model=self.config.model, messages=self.messages[:2], max_tokens=1, temperature=self.config.temperature)
+        except APIError:
+            return False
+        if response.usage is not None:
+            self._meter(_usage(response.usage), getattr(response.usage, "cost", None))
+        return True
 
     # --- conversation ------------------------------------------------------------------------
     def _observe(self, observation: str, info: dict) -> None:
@@ -198,6 +208,23 @@ class LLMAgent:
         self.usage.usd += usd
         self.usage.sources.add(source)
         self.ledger.record("llm", usd, source, episode=self.episode, model=self.config.model, **usage)
+
+
+def _replayable(message: dict) -> dict:
+    """The assistant message as the conversation keeps it: tool-call arguments that are not a JSON
+    object become "{}" (servers such as llama.cpp's refuse a history holding them, with a 500 on
+    every retry); the env still sees, and answers, what the model actually sent."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    kept = []
+    for c in calls:
+        try:
+            ok = isinstance(json.loads(c["function"]["arguments"] or "{}"), dict)
+        except (ValueError, RecursionError):
+            ok = False
+        kept.append(c if ok else {**c, "function": {**c["function"], "arguments": "{}"}})
+    return {**message, "tool_calls": kept}
 
 
 def _usage(usage) -> dict:
