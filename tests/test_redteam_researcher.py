@@ -256,9 +256,6 @@ def test_a_conversation_refused_by_moderation_is_the_agents_failure(tmp_path):
     assert table["crashed"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="validate_args's _unencodable (env/tools.py:90-106) recurses without bound: "
-                                       "deeply nested dict arguments raise RecursionError out of env.step, and run_many "
-                                       "(agents/batch.py:77) counts every exception as a crash")
 def test_deeply_nested_dict_arguments_do_not_make_the_episode_a_crash(tmp_path):
     """Agents that act with dicts (the Agent protocol allows them; the OpenEnv and TRL faces hand
     over JSON-decoded or keyword arguments) can nest their arguments 1,000 deep. parse_action

@@ -80,6 +80,12 @@ def _from_text(text: str) -> list[ToolCall]:
     raise ValueError("no tool call found: reply with <tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>")
 
 
+def _dumped(obj: Any) -> Any:
+    if hasattr(obj, "model_dump"):  # openai SDK objects
+        return obj.model_dump()
+    raise TypeError(f"a tool call cannot hold a {type(obj).__name__}")
+
+
 def _strip(text: str) -> str:
     text = text.strip()
     m = _FENCE.match(text)
@@ -95,7 +101,10 @@ def parse_action(action: Any) -> list[ToolCall] | ActionError:
             if len(action) > MAX_ACTION_CHARS:
                 return ActionError(f"the action is {len(action)} characters; the limit is {MAX_ACTION_CHARS}")
             calls = _from_text(action)
-        else:
+        else:  # an object: held to the same limits as text, and recordable (json raises past any sane depth)
+            size = len(json.dumps(action, default=_dumped))
+            if size > MAX_ACTION_CHARS:
+                return ActionError(f"the action is {size} characters as JSON; the limit is {MAX_ACTION_CHARS}")
             calls = _from_obj(action)
     except json.JSONDecodeError as e:
         return ActionError(f"malformed JSON in tool call: {e.msg} (line {e.lineno}, column {e.colno})")

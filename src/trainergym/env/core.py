@@ -35,7 +35,7 @@ from typing import Any, NotRequired, TypedDict
 import gymnasium as gym
 
 from trainergym.task import baselines
-from trainergym.env.actions import ActionError, ToolCall, parse_action
+from trainergym.env.actions import MAX_ACTION_CHARS, ActionError, ToolCall, parse_action
 from trainergym.backends import Backend, make_backend
 from trainergym.job.result import RunResult
 from trainergym.job.bundle import JOB_FILE, content_hash, parse_job
@@ -423,13 +423,17 @@ class AsyncTrainerEnv:
 
 
 def _jsonable(action: Any) -> Any:
-    if hasattr(action, "model_dump"):
-        return action.model_dump()
+    """The action as the trajectory records it (whatever the agent handed over)."""
     try:
+        if hasattr(action, "model_dump"):
+            return action.model_dump()
         json.dumps(action)
         return action
-    except (TypeError, ValueError):
-        return repr(action)
+    except (TypeError, ValueError, RecursionError):
+        try:
+            return repr(action)[:MAX_ACTION_CHARS]
+        except RecursionError:
+            return f"<a {type(action).__name__} nested too deep to record>"
 
 
 class TrainerEnv(gym.Env):

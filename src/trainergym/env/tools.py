@@ -87,23 +87,28 @@ class ToolOutcome(BaseModel):
     content: str
 
 
-def _unencodable(value, where: str = "") -> str | None:
-    """The first argument (dotted path) holding text that is not valid UTF-8, described."""
-    if isinstance(value, str):
-        problem = utf8_problem(value)
-        return f"argument {where or 'arguments'!r} holds text that is not valid UTF-8 ({problem})" if problem else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, str) and utf8_problem(key):
-                return f"an argument name holds text that is not valid UTF-8 ({utf8_problem(key)})"
-            found = _unencodable(item, f"{where}.{key}" if where else str(key))
-            if found:
-                return found
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            found = _unencodable(item, f"{where}.{i}" if where else str(i))
-            if found:
-                return found
+MAX_ARG_DEPTH = 32  # no tool takes arguments nested deeper; an agent's dict could nest without end
+
+
+def _unencodable(arguments) -> str | None:
+    """The first argument (dotted path) holding text that is not valid UTF-8, or nested past
+    MAX_ARG_DEPTH, described. Iterative: the agent chooses the depth."""
+    todo = [(arguments, "", 0)]
+    while todo:
+        value, where, depth = todo.pop()
+        if depth > MAX_ARG_DEPTH:
+            return f"argument {where!r} is nested more than {MAX_ARG_DEPTH} levels deep"
+        if isinstance(value, str):
+            problem = utf8_problem(value)
+            if problem:
+                return f"argument {where or 'arguments'!r} holds text that is not valid UTF-8 ({problem})"
+        elif isinstance(value, dict):
+            for key, item in reversed(list(value.items())):
+                if isinstance(key, str) and utf8_problem(key):
+                    return f"an argument name holds text that is not valid UTF-8 ({utf8_problem(key)})"
+                todo.append((item, f"{where}.{key}" if where else str(key), depth + 1))
+        elif isinstance(value, (list, tuple)):
+            todo.extend((item, f"{where}.{i}" if where else str(i), depth + 1) for i, item in reversed(list(enumerate(value))))
     return None
 
 
