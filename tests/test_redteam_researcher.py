@@ -8,9 +8,10 @@ The attacker is the agent: the text and tool calls its model emits, the files it
 job code it submits (which runs in the probe's sandbox). Each attempt goes only through what the
 agent controls; the harness (the env, `run_many`, the LLM agent, the CLI) is used as shipped.
 
-An attack that works is marked `xfail(strict=True)` with the hole in its reason and asserts the
-secure behaviour, so fixing the hole turns the test into a failure that asks for the marker to go.
-An attack that is refused is a plain passing test. Offline: model endpoints are fakes on
+Each test asserts the secure behaviour. Of the 15, 8 broke it when written (a stale measured row
+as the bar; three ways to get a bad episode counted as crashed; terminal escapes, markup and
+unreadable arguments through `show` and the batch table; a speed bonus for training nothing);
+they were strict xfails until fixed, and now all pass. Offline: model endpoints are fakes on
 127.0.0.1 that refuse conversations as real servers do (llama.cpp's 500 on malformed tool-call
 history, OpenRouter's 403 on moderated input). One probe runs (~5-20 s); the rest is fast.
 """
@@ -310,10 +311,6 @@ def escaped_run(tmp_path):
     return env.run_path
 
 
-@pytest.mark.xfail(strict=True, reason="`trainergym show` prints tool results raw (cli.py:414, markup off but control "
-                                       "characters kept: Rich strips only BEL/BS/VT/FF/CR): the agent's ESC sequences "
-                                       "reach the researcher's terminal (OSC 52 clipboard, cursor moves over the lines "
-                                       "shown)")
 def test_show_does_not_pass_the_agents_terminal_escapes_through(escaped_run):
     from trainergym.cli import app
 
@@ -335,9 +332,6 @@ def test_show_html_escapes_the_agents_markup(escaped_run, tmp_path):
     assert "[bold red]markup[/]" in html  # shown literally, not interpreted
 
 
-@pytest.mark.xfail(strict=True, reason="transcript._call/_action (env/transcript.py:62,90) catch only JSONDecodeError: "
-                                       "arguments nested past the recursion limit or holding a 5,000-digit number raise "
-                                       "RecursionError/ValueError, so `trainergym show` (and render()) crash on the run")
 @pytest.mark.parametrize("args", ['{"path": ' + "[" * 5000 + "]" * 5000 + "}", '{"path": ' + "7" * 5000 + "}"],
                          ids=["nested", "long-int"])
 def test_show_renders_a_run_whatever_arguments_the_agent_sent(tmp_path, args):
@@ -355,9 +349,6 @@ def test_show_renders_a_run_whatever_arguments_the_agent_sent(tmp_path, args):
     assert "the reward" in out.output
 
 
-@pytest.mark.xfail(strict=True, reason="`trainergym batch` renders each episode's note/error as Rich markup "
-                                       "(cli.py:333-336, Table.add_row): a crash reason quoting the agent's flagged input "
-                                       "makes the table raise MarkupError (or style/link the text)")
 def test_batch_table_shows_the_agents_text_literally(tmp_path, monkeypatch):
     """OpenRouter's moderation error carries `metadata.flagged_input` (the agent's own text), and the
     openai SDK puts the error body into the exception's message, which becomes the episode's crash

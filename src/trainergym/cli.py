@@ -12,8 +12,10 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 from typer.core import TyperGroup
 
+from trainergym.env.transcript import printable
 from trainergym.paths import data_dir
 
 
@@ -105,8 +107,6 @@ def _agent_label(agent: str, model: Optional[str]) -> str:
 def _usage_error(message: str) -> typer.Exit:
     """One line on stderr for a user error (printed as it is: `[[rung]]` is no markup); the caller
     raises the returned exit (status 2)."""
-    from rich.text import Text
-
     Console(stderr=True).print(Text.assemble(("error: ", "red"), " ".join(message.split())), highlight=False, soft_wrap=True)
     return typer.Exit(2)
 
@@ -244,11 +244,12 @@ def episode(
     table.add_row("total", fmt(r["total"]), "0.35 V + 0.60 Q + 0.05 S", style="bold")
     console.print(table)
     if r.get("note"):
-        console.print(f"note: {r['note']}")
+        console.print(printable(f"note: {r['note']}"), markup=False, soft_wrap=True)
     if res and res.get("status") not in (None, "succeeded"):
         detail = f" ({res['failure_detail']})" if res.get("failure_detail") else ""
-        console.print(f"job {res['status']}: {res.get('failure') or 'no reason given'}"
-                      f"{' in ' + res['failed_phase'] if res.get('failed_phase') else ''}{detail}", markup=False, soft_wrap=True)
+        console.print(printable(f"job {res['status']}: {res.get('failure') or 'no reason given'}"
+                                f"{' in ' + res['failed_phase'] if res.get('failed_phase') else ''}{detail}"),
+                      markup=False, soft_wrap=True)
     if usage is not None:
         llm = out["llm"]
         console.print(f"{llm['model']}: {llm['calls']} calls, {llm['prompt_tokens']} prompt + {llm['completion_tokens']} "
@@ -257,7 +258,7 @@ def episode(
         console.print("[yellow]post, uplift and speed come from the mock backend's surrogate, not from training.[/yellow]")
     console.print(f"run written to {env.run_path}")
     if out["crashed"]:
-        Console(stderr=True).print(f"crashed: {out['crashed']}", style="red", markup=False, soft_wrap=True)
+        Console(stderr=True).print(printable(f"crashed: {out['crashed']}"), style="red", markup=False, soft_wrap=True)
         raise typer.Exit(1)
 
 
@@ -332,7 +333,7 @@ def batch(
         table.add_column(col, no_wrap=col == "episode")  # an id cut short cannot be found in runs/
     for s in summaries:
         table.add_row(s.episode_id, "crashed" if s.error else f"{s.reward:+.3f}", "yes" if s.validated else "no",
-                      "succeeded" if s.job_succeeded else "-", str(s.turns), s.error or s.note or "")
+                      "succeeded" if s.job_succeeded else "-", str(s.turns), Text(printable(s.error or s.note or "")))
     console.print(table)
     mean = "-" if out["mean_reward"] is None else f"{out['mean_reward']:+.3f}"
     console.print(f"mean reward {mean}; {out['episodes_per_minute']:.1f} episodes per minute")
@@ -415,17 +416,17 @@ def show(
     job = run / "workspace" / "job.toml"
     if job.is_file():
         out.print(Rule("the job (workspace/job.toml)"))
-        out.print(Syntax(job.read_text(), "toml", theme="ansi_dark"))
+        out.print(Syntax(printable(job.read_text(errors="replace")), "toml", theme="ansi_dark"))
     if result is not None:
         out.print(Rule(f"the job's result ({result.get('source', '?')})"))
         keep = ("status", "failure", "failed_phase", "failure_detail", "pre", "post", "eval_n", "train_seconds",
                 "steps_done", "gpu", "gpu_count", "cost_usd", "source")
-        out.print("\n".join(f"{k}: {result[k]}" for k in keep if result.get(k) is not None), markup=False)
+        out.print(printable("\n".join(f"{k}: {result[k]}" for k in keep if result.get(k) is not None)), markup=False)
     if reward is not None:
         out.print(Rule("the reward"))
         terms = ("validation", "post", "post_expected", "source", "best_pre", "best_pre_source", "uplift",
                  "uplift_term", "job_quality", "speed", "total", "note")
-        out.print("\n".join(f"{k}: {reward[k]}" for k in terms if reward.get(k) not in (None, "")), markup=False)
+        out.print(printable("\n".join(f"{k}: {reward[k]}" for k in terms if reward.get(k) not in (None, ""))), markup=False)
         if reward.get("source") == "surrogate":
             out.print("post, uplift and speed come from the mock backend's surrogate, not from training.", style="yellow")
     if html is not None:

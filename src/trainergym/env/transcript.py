@@ -11,12 +11,16 @@ text.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 TRAJECTORY_FILE = "trajectory.jsonl"
 _INLINE = 80  # a string argument longer than this, or spanning lines, is shown as a block
+# Control characters but newline and tab: the agent's text must not drive the reader's terminal
+# (ESC sequences move the cursor over lines already shown, OSC 52 writes the clipboard).
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def load(path: str | Path) -> list[dict]:
@@ -50,24 +54,43 @@ def render(records: Iterable[Mapping[str, Any]], max_chars: int | None = None) -
             if rec.get("cancelled_jobs"):
                 out.append(f"cancelled job(s): {', '.join(rec['cancelled_jobs'])}")
         else:
-            out.append(f"[{event}] {json.dumps(rec, default=str)}")
-    return "\n".join(out) + "\n"
+            out.append(f"[{event}] {_json(rec)}")
+    return printable("\n".join(out) + "\n")
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters (but newline and tab) shown as escapes (`\\x1b`), so
+    that it prints as the text it is on any terminal."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def _json(value: Any) -> str:
+    """One value as JSON, or a note when it cannot be (nested past the recursion limit)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError):
+        return f"<a {type(value).__name__} too deeply nested to show>"
+
+
+def _decoded(text: str) -> Any:
+    """JSON text decoded, or None when it is not JSON (or nests, or numbers, beyond what Python reads)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _action(action: Any, max_chars: int | None) -> list[str]:
     """The agent's message: its text, then each tool call."""
     if isinstance(action, str):
-        try:  # a call sent as JSON text reads better as the call
-            decoded = json.loads(action)
-        except json.JSONDecodeError:
-            decoded = None
+        decoded = _decoded(action)  # a call sent as JSON text reads better as the call
         if isinstance(decoded, Mapping) and ("name" in decoded or "tool_calls" in decoded):
             return _action(decoded, max_chars)
         return ["agent:", _block(action, max_chars)]
     if isinstance(action, list):
         return [line for item in action for line in _action(item, max_chars)]
     if not isinstance(action, Mapping):
-        return ["agent:", _block(json.dumps(action, default=str), max_chars)]
+        return ["agent:", _block(_json(action), max_chars)]
     lines: list[str] = []
     content = action.get("content")
     if isinstance(content, str) and content.strip():
@@ -79,23 +102,23 @@ def _action(action: Any, max_chars: int | None) -> list[str]:
         lines += _call(fn.get("name"), fn.get("arguments"), max_chars)
     for raw in action.get("unparsed_tool_calls") or []:
         lines += ["agent (a call that did not parse):", _block(str(raw), max_chars)]
-    return lines or ["agent:", _block(json.dumps(action, default=str), max_chars)]
+    return lines or ["agent:", _block(_json(action), max_chars)]
 
 
 def _call(name: Any, arguments: Any, max_chars: int | None) -> list[str]:
     """`call NAME key=value ...`, long or multi-line strings as blocks below it."""
     if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments or "{}")
-        except json.JSONDecodeError:
-            return [f"call {name} (arguments that are not JSON):", _block(arguments, max_chars)]
+        decoded = _decoded(arguments or "{}")
+        if decoded is None:
+            return [f"call {name} (arguments that are not JSON, or nested too deep to read):", _block(arguments, max_chars)]
+        arguments = decoded
     arguments = arguments if isinstance(arguments, Mapping) else {"arguments": arguments}
     inline, blocks = [], []
     for key, value in arguments.items():
         if isinstance(value, str) and (len(value) > _INLINE or "\n" in value):
             blocks += [f"  {key}:", _block(value, max_chars, indent="    ")]
         else:
-            inline.append(f"{key}={json.dumps(value, ensure_ascii=False, default=str)}")
+            inline.append(f"{key}={_json(value)}")
     return [" ".join([f"call {name}", *inline]), *blocks]
 
 
