@@ -319,6 +319,7 @@ def _serve_and_play(argv, env=None):
 
         first, step, state = asyncio.run(play())
         assert first.observation.info["tool_schemas"] and step.observation.info["ok"] and step.reward == 0.0
+        assert "workspace" not in first.observation.info  # the server host's path is not the client's
         assert json.loads(step.observation.text)["family"] == FAMILY and state.step_count == 1
     finally:
         proc.terminate()

@@ -195,6 +195,7 @@ class TrainerEnvironment(Environment[TrainerAction, TrainerObservation, TrainerS
         options = {"family": family} if family is not None else None
         obs, info = await self.env.reset(seed=seed, options=options)
         self._episode_id = episode_id
+        info = {k: v for k, v in info.items() if k != "workspace"}  # a path on the server's host: not a client's
         return TrainerObservation(text=obs, info=_jsonable(info), reward=None, done=False)
 
     async def step_async(self, action: TrainerAction, timeout_s: float | None = None, **kwargs: Any) -> TrainerObservation:
