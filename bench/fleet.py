@@ -79,7 +79,7 @@ def run(pods: int, jobs: int, die_rate: float, oos: float, seed: int = 0, poll: 
 
 class _WorldPods:
     """What `SimPod` needs of a provider, read from the fake REST API's world: the virtual clock,
-    whether a pod is alive, and the jobs of each pod's (simulated) service."""
+    whether a pod's service answers, and the jobs of each pod's (simulated) service."""
 
     def __init__(self, world):
         self.world, self.services = world, {}
@@ -87,9 +87,10 @@ class _WorldPods:
     def clock(self) -> float:
         return self.world.now
 
-    def get(self, pod_id: str):
+    def serving(self, pod_id: str) -> bool:
         with self.world.lock:
-            return self.world.visible(pod_id)
+            pod = self.world.pods.get(pod_id)
+            return pod is not None and self.world.observe(pod) is not None and self.world.booted(pod)
 
 
 def run_rest(pods: int, jobs: int, die_rate: float, oos: float, seed: int = 0, poll: float = 30.0) -> dict:

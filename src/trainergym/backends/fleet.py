@@ -111,6 +111,12 @@ class SimProvider:
         return PodInfo(pod.info.id, pod.info.name, "RUNNING", ready, rate, f"sim://{pod_id}" if ready else None,
                        pod.info.gpu_type, pod.info.gpu_count, created=pod.created)
 
+    def serving(self, pod_id: str) -> bool:
+        """Whether the pod's own service answers (booted, not dead nor terminated), whatever `get`
+        shows: the API may lag or blank while the pod runs."""
+        pod = self.pods.get(pod_id)
+        return pod is not None and self._alive(pod) and pod.boot_at is not None and self.clock() >= pod.boot_at
+
     def available(self, rung: Rung) -> bool | None:
         """A simulated catalog cannot tell: each create draws its own stock out."""
         return None
@@ -168,8 +174,7 @@ class SimPod:
 
     def _check(self) -> None:
         # The pod itself, not the provider's API view of it: a service answers while the API blanks.
-        pod = self.provider.pods.get(self.pod_id)
-        if pod is None or not self.provider._alive(pod) or pod.boot_at is None or self.provider.clock() < pod.boot_at:
+        if not self.provider.serving(self.pod_id):
             raise httpx.ConnectError(f"pod {self.pod_id} is gone")
 
     def health(self) -> dict:
