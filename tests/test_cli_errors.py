@@ -6,6 +6,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from tests.pages import external_resources
 from trainergym.cli import app
 
 
@@ -87,6 +88,7 @@ def test_show_prints_an_episode_and_writes_html(tmp_path):
         assert part in text, part
     page = (tmp_path / "ep.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "call submit_job" in page
+    assert external_resources(page) == []  # self-contained: opens offline, fetches nothing
     missing = CliRunner().invoke(app, ["show", str(tmp_path / "nope")])
     assert missing.exit_code == 2 and "not an episode's run folder" in missing.stderr
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from tests.pages import external_resources
 from trainergym.agents import report as R
 from trainergym.agents.batch import EpisodeSummary, read_summary, write_summary
 from trainergym.agents.compare import bootstrap_ci
@@ -63,7 +64,7 @@ def test_a_batch_and_two_training_logs_make_every_figure_from_the_summarys_numbe
     out = tmp_path / "report"
     written = R.report([batch_dir, metrics, trl], out)
     html = (out / "report.html").read_text()
-    assert written[-1] == out / "report.html"
+    assert written[-1] == out / "report.html" and external_resources(html) == []  # opens offline
     pngs = [p for p in written if p.suffix == ".png"]
     assert {p.stem.split("_")[0] for p in pngs} >= {"reward", "post", "cost", "training"} and len(pngs) == 6
     for png in pngs:
