@@ -141,15 +141,16 @@ def hidden_eval(family_id: str, n: int = HIDDEN_EVAL_SIZE) -> list[Example]:
 def eval_fingerprint(family_id: str) -> str:
     """A digest of the family's hidden eval as it is now (its items, hence the hidden seed and the
     family's generator): what a measured baseline row records, so a row scored on another eval is
-    not taken for this one's. Says nothing about the items."""
-    return _fingerprint(family_id, secret_seed())
+    not taken for this one's. Keyed by the installation secret, so it cannot confirm a guessed
+    hidden seed offline."""
+    return _fingerprint(family_id, secret_seed(), install_secret())
 
 
 @functools.cache
-def _fingerprint(family_id: str, seed: str) -> str:
+def _fingerprint(family_id: str, seed: str, key: str) -> str:
     items = json.dumps([ex.model_dump(mode="json") for ex in _items(family_id, "hidden", seed, HIDDEN_EVAL_SIZE)],
                        sort_keys=True)
-    return hashlib.sha256(items.encode()).hexdigest()[:16]
+    return hmac.new(key.encode(), f"eval:{items}".encode(), hashlib.sha256).hexdigest()[:16]
 
 
 @functools.cache
