@@ -23,13 +23,12 @@ import dataclasses
 import datetime
 import json
 import secrets
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.fakes.openai_server import FakeOpenAI
 from trainergym.agents.reference import reference_job_files
 from trainergym.backends import make_backend
 from trainergym.env.core import AsyncTrainerEnv
@@ -62,53 +61,20 @@ def _play(actions: list, runs_dir: Path | None = None, end: str | None = "stop")
     return env, steps
 
 
-class _Endpoint:
+def _endpoint(script: list[tuple[str, str]], refuse=lambda body: None) -> FakeOpenAI:
     """An OpenAI-compatible chat endpoint on 127.0.0.1 that plays `script` (one (tool, arguments
     text) per assistant turn, the last repeated) and answers with `refuse(body)` -> (status,
     payload) instead when that returns one: how a real server refuses some conversations."""
 
-    def __init__(self, script: list[tuple[str, str]], refuse=lambda body: None):
-        self.script, self.refuse, self.requests = script, refuse, []
-        outer = self
+    def policy(body):
+        refused = refuse(body)
+        if refused:
+            return {"refuse": refused}
+        turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        name, args = script[min(turn, len(script) - 1)]
+        return {"tool_calls": [{"name": name, "arguments": args}]}
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
-                outer.requests.append(body)
-                refused = outer.refuse(body)
-                if refused:
-                    return self._send(*refused)
-                turn = sum(1 for m in body["messages"] if m["role"] == "assistant")
-                name, args = outer.script[min(turn, len(outer.script) - 1)]
-                message = {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": f"call_{turn}", "type": "function", "function": {"name": name, "arguments": args}}]}
-                self._send(200, {"id": f"chatcmpl-{turn}", "object": "chat.completion", "created": 0,
-                                 "model": body.get("model", "fake-model"),
-                                 "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
-                                 "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]})
-
-            def _send(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.server.shutdown()
-        self.server.server_close()
+    return FakeOpenAI(policy)
 
 
 def _llm_batch(url: str, tmp_path: Path):
@@ -232,7 +198,7 @@ def test_malformed_tool_call_history_that_a_server_500s_on_is_not_a_crash(tmp_pa
     worst episode, in batch, eval-agent, compare and report."""
     refuse = lambda body: (500, {"error": {"code": 500, "message": "Failed to parse tool call arguments as JSON"}}) \
         if _has_malformed_tool_call(body) else None  # noqa: E731
-    with _Endpoint([("read_file", '{"path": "INSTRUCTIONS.md"'), SUBMIT], refuse) as ep:
+    with _endpoint([("read_file", '{"path": "INSTRUCTIONS.md"'), SUBMIT], refuse) as ep:
         summary, table = _llm_batch(ep.url, tmp_path)
     assert summary.error is None, summary.error  # the agent's own doing: scored, not set apart
     assert table["crashed"] == 0 and table["mean_reward"] is not None
@@ -251,7 +217,7 @@ def test_a_conversation_refused_by_moderation_is_the_agents_failure(tmp_path):
         return None
 
     script = [("write_file", json.dumps({"path": "notes.md", "content": "FLAGGED text"})), SUBMIT]
-    with _Endpoint(script, refuse) as ep:
+    with _endpoint(script, refuse) as ep:
         summary, table = _llm_batch(ep.url, tmp_path)
     assert summary.error is None, summary.error
     assert table["crashed"] == 0
@@ -365,7 +331,7 @@ def test_batch_table_shows_the_agents_text_literally(tmp_path, monkeypatch):
 
     monkeypatch.setenv("FAKE_KEY", "k")
     script = [("write_file", json.dumps({"path": "notes.md", "content": "FLAGGED [/] [link=x]"})), SUBMIT]
-    with _Endpoint(script, refuse) as ep:
+    with _endpoint(script, refuse) as ep:
         out = CliRunner().invoke(app, ["batch", "--agent", "llm", "--model", "fake-model", "--base-url", ep.url,
                                        "--api-key-env", "FAKE_KEY", "--n", "1", "--concurrency", "1",
                                        "--runs-dir", str(tmp_path / "runs")])
@@ -453,7 +419,7 @@ def test_report_html_shows_a_crash_reason_quoting_the_agent_as_text(tmp_path):
         return None
 
     script = [("write_file", json.dumps({"path": "n.md", "content": "FLAGGED <script>alert(1)</script>"})), SUBMIT]
-    with _Endpoint(script, refuse) as ep:
+    with _endpoint(script, refuse) as ep:
         summary, _ = _llm_batch(ep.url, tmp_path)
     assert "<script>" in (summary.note or "")  # the agent's text is in the record (its failure, not a crash)
     # A reason that still counts as a crash may quote it as well (the report's crash column shows it).

@@ -5,7 +5,8 @@ reply. Plain and streamed (SSE) responses, tool calls and `usage` are served as 
 does. Faults are consumed one per request, in order: "429", "500", "timeout" (a 504 after
 `slow_seconds`, past the client's timeout), "malformed" (the policy's first tool call gets
 arguments that are not JSON), "context" (a 400 refusing the conversation as too long, as vLLM and
-OpenAI do), None (no fault).
+OpenAI do), None (no fault). A policy may also answer `{"refuse": (status, payload)}`: the server
+refuses that conversation as a real one would (llama.cpp's 500 on bad history, a moderation 403).
 Every reported usage is recorded, so a test can check a ledger against it.
 """
 
@@ -61,6 +62,8 @@ class FakeOpenAI:
                     time.sleep(fake.slow_seconds)
                     return self._json(504, {"error": {"message": "gateway timeout"}})
                 reply = fake.policy(body)
+                if "refuse" in reply:
+                    return self._json(*reply["refuse"])
                 calls = [dict(c) for c in reply.get("tool_calls") or []]
                 if fault == "malformed" and calls:
                     calls[0]["arguments"] = '{"path": "unterminated'

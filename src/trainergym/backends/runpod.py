@@ -139,7 +139,7 @@ class PodBackend(QueueBackend):
             except ProviderError:
                 gone = False
             if gone:  # died while no dispatcher ran: billed to when it was last seen
-                self.pool.forget(pod)
+                self.pool.terminate_vanished(pod)
             else:
                 self.pool.discard(pod, "unreachable after a dispatcher restart")
             return
@@ -255,12 +255,7 @@ class PodBackend(QueueBackend):
                 self._end(d, release=False)
 
     def _advance(self, d: _Dispatch) -> None:
-        job = d.job
-        if self.queue.clock() - d.beat >= self.queue.lease_seconds / 3:
-            d.beat = self.queue.clock()
-            if not self.queue.heartbeat(job.id, self.owner):  # cancelled, or our lease lapsed
-                self._lost(d)
-                return
+        job = d.job  # its lease is beaten by `_beat_all`, every tick, before this
         if d.pod is None:
             if job.id in self.pool.failed_jobs:  # before asking again: a new request would provision anew
                 kind = FailureReason.PROVIDER_REFUSED if job.id in self.pool.refused_jobs else FailureReason.NO_POD

@@ -324,9 +324,6 @@ class PodPool:
         """Pods terminated whose absence is not confirmed yet: still tracked, possibly billing."""
         return [p for p in self.pods.values() if p.state == "terminating"]
 
-    def _held(self) -> int:
-        return len(self.live)
-
     def saw(self, pod: Pod) -> None:
         """The pod's service answered: it was alive now (what a bill ends at if it dies). Kept in
         memory at once, in the database at most once a minute (a crash loses at most that)."""
@@ -358,7 +355,7 @@ class PodPool:
                 pod.job_id = job_id
                 self._save(pod)
                 return None
-        if self._held() < self.config.max_pods:
+        if len(self.live) < self.config.max_pods:
             self._create(job_id, 0, [])
         return None
 
@@ -649,7 +646,7 @@ class PodPool:
         ownership rules): take over the pods of dead owners; terminate pods named after this
         database that no live owner records or whose id it never learned (a create that failed
         after all), and, on a `restart`, those a dead pool was booting; a recorded pod the
-        provider shows neither by id nor by name is `forget`-ed, except, on a `restart`, a busy one:
+        provider shows neither by id nor by name is `terminate_vanished`, except, on a `restart`, a busy one:
         the caller re-attaches to it and asks the pod itself. Returns what it did; jobs of
         forgotten pods are for the caller to requeue (their leases lapse)."""
         self._load()
@@ -680,11 +677,11 @@ class PodPool:
             if restart and pod.state == "busy" and pod.job_id is not None:
                 continue  # the restarted dispatcher asks the pod itself: a provider's blank is no death
             if self._retry(self._look_up, pod) is None:
-                self.forget(pod)
+                self.terminate_vanished(pod)
                 done["forgotten"].append(pod.id)
         return done
 
-    def forget(self, pod: Pod) -> None:
+    def terminate_vanished(self, pod: Pod) -> None:
         """A pod the provider shows neither by id nor by name: terminated the slow way (re-checked
         until its absence settles), billed up to when it was last seen alive."""
         self._terminate(pod, "vanished", pod.seen if pod.seen is not None else self.clock())
