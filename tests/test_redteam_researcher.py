@@ -29,6 +29,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.fakes.openai_server import FakeOpenAI
+from tests.marks import import_extra
 from trainergym.agents.reference import reference_job_files
 from trainergym.backends import make_backend
 from trainergym.env.core import AsyncTrainerEnv
@@ -408,7 +409,7 @@ def test_the_speed_bonus_does_not_pay_a_job_that_teaches_nothing():
 def test_report_html_shows_a_crash_reason_quoting_the_agent_as_text(tmp_path):
     """A crash reason can quote the agent's text (OpenRouter's moderation error carries its flagged
     input); `trainergym report` puts it in the decomposition table escaped, never as markup."""
-    pytest.importorskip("matplotlib")
+    import_extra("matplotlib", "trainergym report", "report")
     from trainergym.agents.batch import write_summary
     from trainergym.agents.report import report
 

@@ -24,12 +24,18 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
+from tests.marks import extra_reason
 from trainergym.agents.reference import ReferenceAgent
 from trainergym.env.core import TrainerEnv
 
 HAVE_OPENENV = importlib.util.find_spec("openenv") is not None
-needs_openenv = pytest.mark.skipif(not HAVE_OPENENV, reason="the OpenEnv server needs the openenv extra: "
-                                                            "uv sync --extra openenv")
+
+
+def needs_openenv(test):
+    skip = pytest.mark.skipif(not HAVE_OPENENV, reason=extra_reason("the OpenEnv server", "openenv"))
+    return pytest.mark.extras(skip(test))
+
+
 SEED, FAMILY = 0, "calc_chain"
 # The mock's latency (seconds) only delays the result (backends/mock.py: an asyncio.sleep), so
 # the reward is the Gymnasium env's; it makes the submit long enough to watch another session.

@@ -14,10 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
+
+from tests.marks import import_extra
+
+pytestmark = pytest.mark.extras
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # a stray hub lookup fails fast instead of hanging
-pytest.importorskip("tinker_cookbook", reason="the Tinker adapter needs the tinker extra: uv sync --extra tinker")
+import_extra("tinker_cookbook", "the Tinker adapter", "tinker")
+torch = import_extra("torch", "the Tinker adapter", "tinker")
 
 from tinker_cookbook.completers import TokenCompleter, TokensWithLogprobs  # noqa: E402
 from tinker_cookbook.renderers import Message, ToolCall, UnparsedToolCall, get_renderer  # noqa: E402

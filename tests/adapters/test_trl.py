@@ -23,10 +23,14 @@ import time
 
 import pytest
 
+from tests.marks import import_extra
+
+pytestmark = pytest.mark.extras
+
 os.environ["HF_HUB_OFFLINE"] = "1"  # a stray hub lookup fails fast instead of hanging
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
-pytest.importorskip("trl", reason="the TRL adapter needs the trl extra: uv sync --extra trl")
+import_extra("trl", "the TRL adapter", "trl")
 
 from trainergym.adapters.trl import SYSTEM_PROMPT, TrainerTRLEnv, trainer_datasets  # noqa: E402
 from trainergym.agents.reference import reference_job_files  # noqa: E402

@@ -9,13 +9,14 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from tests.marks import import_extra
 from tests.pages import external_resources
 from trainergym.agents import report as R
 from trainergym.agents.batch import EpisodeSummary, read_summary, write_summary
 from trainergym.agents.compare import bootstrap_ci
 from trainergym.cli import app
 
-pytest.importorskip("matplotlib")
+import_extra("matplotlib", "trainergym report", "report")
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
