@@ -20,6 +20,7 @@ ALLOWED = {
     "probe": {"task", "job", "paths"},
     "infra": {"task", "job", "paths"},
     "host": {"task", "job", "paths"},
+    "mini": {"task", "job", "paths"},
     "backends": {"task", "job", "infra", "host", "paths"},
     "env": {"task", "job", "probe", "backends", "paths"},
     "agents": {"task", "job", "infra", "backends", "env", "paths"},

@@ -1,0 +1,127 @@
+"""A job trained with several seeds side by side, scored before and after: the mini backend's unit of work.
+
+Why several seeds: at this scale one run ranks nothing (the prototype's reference job ended
+anywhere from 0.42 to 0.95 by seed alone, ../shared/reference/mini-rl-h200.md), so every job trains
+`seeds` copies of the base and reports the post score's mean, standard error and n over them; the
+pre score is the base's, once. Both are the family's own `check` of greedy rollouts over the eval
+items the caller passes (the caller holds the hidden eval; this module never reads it).
+
+On a GPU the seeds run side by side, one process each (`spawn`, so each has its own CUDA context
+and RNG), which is how one GPU trains many tiny models at once; on CPU they run one after another.
+What goes to a worker must pickle: the family travels by module name, the reward must be a
+module-level callable (or a `functools.partial` of one).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+from trainergym.mini.base import Base
+from trainergym.mini.grpo import Reward, train_seed
+from trainergym.mini.knobs import map_knobs, reference_table
+from trainergym.mini.rollout import Task, accuracy
+from trainergym.mini.scale import get_scale
+
+
+@dataclass
+class SeedResult:
+    seed: int
+    post: float
+    rewards: list[float]  # mean train reward per step
+    seconds: float
+    rollouts: int
+    generation_seconds: float
+
+
+@dataclass
+class MiniResult:
+    """What a mini job measured: the base's pre score, every seed's curve and post score, and their summary."""
+
+    family: str
+    scale: str
+    base_key: str
+    pre: float
+    seeds: list[SeedResult]
+    knobs: dict
+    unhonoured: list[str]
+    n_eval: int
+    seconds: float
+    device: str
+    post_mean: float = 0.0
+    post_se: float = 0.0
+    n: int = 0
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        posts = [s.post for s in self.seeds]
+        self.n = len(posts)
+        self.post_mean, self.post_se = mean_se(posts)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean (0 for fewer than two values)."""
+    if not values:
+        return 0.0, 0.0
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return mean, math.sqrt(var / len(values))
+
+
+def _caps(scale, knobs) -> dict:
+    return dict(max_turns=knobs.max_turns, max_tokens=knobs.max_tokens, max_len=scale.max_len)
+
+
+def _one_seed(family_module: str, base: Base, scale_name: str, knobs, tasks, reward, eval_rows, seed: int,
+              device: str, threads: int | None, verbose: bool) -> SeedResult:
+    """Train one seed from the base and score it: runs in a worker process, or inline on CPU."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    family = importlib.import_module(family_module)
+    scale = get_scale(scale_name)
+    torch.manual_seed(seed)
+    model, tokenizer = base.load(device)
+    run = train_seed(model, tokenizer, family, tasks, reward, knobs, seed, device=device, max_len=scale.max_len,
+                     log=print if verbose else None)
+    post = accuracy(run.model, tokenizer, family, eval_rows, **_caps(scale, knobs))
+    return SeedResult(seed=seed, post=post, rewards=run.rewards, seconds=round(run.seconds, 2), rollouts=run.rollouts,
+                      generation_seconds=round(run.generation_seconds, 2))
+
+
+def train(job, base: Base, family, tasks: list[dict] | list[Task], reward: Reward, eval_items: list[dict],
+          seeds: list[int] = (0,), device: str = "cpu", reference=None, parallel: int | None = None,
+          threads: int | None = None, verbose: bool = False) -> MiniResult:
+    """Train `job` (its `[prime_rl]` table, a job.toml path or a parsed job) from `base` on `tasks`
+    (the job's items: dicts with prompt, answer, world) with `reward`, once per seed; score the base
+    and every trained model on `eval_items` (greedy, the family's check). Learning rates count
+    relative to `reference` (default: the family's reference job)."""
+    started = time.time()
+    scale = get_scale(base.scale)
+    knobs = map_knobs(job, reference if reference is not None else reference_table(family), scale)
+    tasks = [t if isinstance(t, Task) else Task.from_row(t) for t in tasks]
+    model, tokenizer = base.load(device)
+    pre = accuracy(model, tokenizer, family, eval_items, **_caps(scale, knobs))
+    del model
+    args = [(family.__name__, base, scale.name, knobs, tasks, reward, eval_items, s, device, threads, verbose)
+            for s in seeds]
+    workers = parallel if parallel is not None else (len(seeds) if device.startswith("cuda") else 1)
+    if workers <= 1:
+        results = [_one_seed(*a) for a in args]
+    else:
+        import multiprocessing as mp
+
+        with mp.get_context("spawn").Pool(workers) as pool:
+            results = pool.starmap(_one_seed, args)
+    return MiniResult(family=family.ID, scale=scale.name, base_key=base.key, pre=pre, seeds=results,
+                      knobs={k: v for k, v in asdict(knobs).items() if k != "unhonoured"},
+                      unhonoured=list(knobs.unhonoured), n_eval=len(eval_items), seconds=round(time.time() - started, 1),
+                      device=device)

@@ -1,0 +1,61 @@
+"""Base models: keyed by content, found again, warmed up on the public stream only."""
+
+import json
+
+from tests.marks import import_extra
+
+import_extra("transformers", "the mini backend", "mini")
+
+from trainergym.mini import base as mini_base  # noqa: E402
+from trainergym.mini.scale import SCALES, Scale  # noqa: E402
+from trainergym.task.spec import get_family  # noqa: E402
+
+
+def test_key_is_stable_and_covers_family_scale_config_and_seed():
+    calc, hop = get_family("calc_chain"), get_family("multi_hop")
+    micro = SCALES["micro"]
+    key = mini_base.base_key(calc, micro, 0)
+    assert key == mini_base.base_key(calc, micro, 0)
+    others = {mini_base.base_key(calc, micro, 1), mini_base.base_key(hop, micro, 0),
+              mini_base.base_key(calc, SCALES["gpu"], 0),
+              mini_base.base_key(calc, Scale(**{**micro.as_dict(), "target": 0.5}), 0)}
+    assert key not in others and len(others) == 4
+
+
+def test_find_base_wants_the_same_key(tmp_path):
+    calc = get_family("calc_chain")
+    assert mini_base.find_base(calc, "micro", 0, cache=tmp_path) is None
+    key = mini_base.base_key(calc, SCALES["micro"], 0)
+    stale = tmp_path / f"calc_chain-micro-{key[:16]}"
+    stale.mkdir()
+    (stale / "base.json").write_text(json.dumps({"key": "0" * 64}))
+    assert mini_base.find_base(calc, "micro", 0, cache=tmp_path) is None
+    (stale / "base.json").write_text(json.dumps({"key": key}))
+    assert mini_base.find_base(calc, "micro", 0, cache=tmp_path).path == stale
+
+
+def test_warmup_reads_the_public_stream_only(monkeypatch):
+    calc = get_family("calc_chain")
+    seen = []
+    real = calc.generate
+
+    def spy(seed, n, namespace="public", difficulty=None):
+        seen.append(namespace)
+        return real(seed, n, namespace=namespace, difficulty=difficulty)
+
+    monkeypatch.setattr(calc, "generate", spy)
+    mini_base.warmup_rows(calc, 3, "s", 1)
+    assert seen == ["public"]
+
+
+def test_trace_masks_only_the_model_tokens():
+    from trainergym.mini.tokenizer import build_tokenizer
+
+    calc = get_family("calc_chain")
+    tok = build_tokenizer(calc)
+    row = calc.generate("mask", 1, namespace="public", difficulty=1)[0]
+    ids, mask = mini_base.trace_ids(tok, calc, row)
+    text = tok.decode([i for i, m in zip(ids, mask) if m])
+    assert "<tool_response>" not in text and text.count("<tool_call>") == len(calc.solve(row)["calls"])
+    assert text.endswith(calc.solve(row)["reply"] + "<|im_end|>")
+    assert mini_base.trace_ids(tok, calc, {"prompt": "nonsense", "answer": "1"}) is None
