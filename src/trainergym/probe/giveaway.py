@@ -30,6 +30,7 @@ _DIGITS = {w: d for words in ("zero one two three four five six seven eight nine
            for d, w in enumerate(words.split())}
 _NEGATIVE = {"minus", "negative", "negativ", "moins", "menos"}
 _TOKEN = re.compile(r"-?0[xob][0-9a-f]+|-?\d[\d,_]*|[^\W\d_]+", re.IGNORECASE)
+_NOT_ALNUM = re.compile(r"[\W_]+")  # what str.isalnum refuses, exactly
 
 
 def gives_away(t, solved: dict) -> bool:
@@ -109,9 +110,10 @@ def _hints(t, solved: dict) -> set[str]:
     words = _unread(t, solved)
     answer, found = t.answer.strip(), set()
     a = _integer(answer) if re.fullmatch(r"-?\d+", answer) else None
-    squashed = "".join(ch for ch in " ".join(words).lower() if ch.isalnum())
+    squashed = _NOT_ALNUM.sub("", " ".join(words).lower())  # its letters and digits (str.isalnum)
+    # A token of _TOKEN that starts with neither a digit nor "-" is letters only: never an integer.
+    numbers = [(w, u) for w in words if (w[0] == "-" or w[0].isdigit()) and (u := _integer(w)) is not None]
     if a is not None:
-        numbers = [(w, u) for w in words if (u := _integer(w)) is not None]
         for w, u in numbers:
             if u != a and abs(u - a) <= 10:
                 found.add("a number within 10 of the answer")
@@ -142,7 +144,7 @@ def _hints(t, solved: dict) -> set[str]:
         compact = "".join(ch for ch in low if ch.isalnum())
         if len(compact) >= 5 and compact in squashed:
             found.add("the answer's characters written apart")
-        codes = "".join(chr(u) for w in words if (u := _integer(w)) is not None and 32 <= u < 127).lower()
+        codes = "".join(chr(u) for _, u in numbers if 32 <= u < 127).lower()
         if len(compact) >= 3 and compact in "".join(ch for ch in codes if ch.isalnum()):
             found.add("the answer as character codes")
     return found

@@ -20,6 +20,7 @@ items carries log2(N / (k + 1)) bits (at least 1). Items too generic to tell fro
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -51,29 +52,59 @@ def tokens(prompt: str, world: dict | None) -> Counter:
     """The distinctive tokens of an item: in its prompt, numbers, ids, quoted strings and
     capitalised names; in its world, every key and string of 3-80 characters and every number
     of two or more digits."""
-    out: Counter = Counter(next(g for g in m.groups() if g is not None).strip() for m in _TOKEN.finditer(prompt))
+    # One group of the pattern takes part in each match, and none matches empty: the others are "".
+    out: Counter = Counter("".join(groups).strip() for groups in _TOKEN.findall(prompt))
     if world:
-        _walk(world, out, 0)
+        _walk(world, out)
     return out
 
 
-def _walk(value, out: Counter, depth: int) -> None:
-    if depth > 20:
-        return
-    if isinstance(value, dict):
-        for k, v in value.items():
-            _walk(k, out, depth + 1)
-            _walk(v, out, depth + 1)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            _walk(v, out, depth + 1)
-    elif isinstance(value, bool):
-        return
-    elif isinstance(value, int):
-        if abs(value) >= 10:
-            out[str(value)] += 1
-    elif isinstance(value, str) and 3 <= len(value) <= 80:
-        out[value.strip()] += 1
+MAX_DEPTH = 20  # a world's values nested deeper than this are not read
+
+
+def _walk(value, out: Counter) -> None:
+    """Count `value`'s tokens into `out`, in order, down to MAX_DEPTH: dict keys and values,
+    list and tuple items, ints of two or more digits (not bools), strings of 3-80 characters.
+    Iterative (a world's depth is the job's choice) and typed by exact type first: worlds
+    arrive as JSON, and this walks every value of every task."""
+    stack = [iter((value,))]  # stack[d] yields the values at depth d
+    while stack:
+        depth = len(stack) - 1
+        for v in stack[-1]:
+            kind = type(v)
+            if kind is str:
+                if 3 <= len(v) <= 80:
+                    out[v.strip()] += 1
+            elif kind is int:
+                if v >= 10 or v <= -10:
+                    out[str(v)] += 1
+            elif kind is dict:
+                if depth < MAX_DEPTH:
+                    stack.append(itertools.chain.from_iterable(v.items()))
+                    break
+            elif kind is list or kind is tuple:
+                if depth < MAX_DEPTH:
+                    stack.append(iter(v))
+                    break
+            elif kind is bool or kind is float or v is None:
+                continue
+            elif isinstance(v, dict):  # subclasses, as the types they are
+                if depth < MAX_DEPTH:
+                    stack.append(itertools.chain.from_iterable(v.items()))
+                    break
+            elif isinstance(v, (list, tuple)):
+                if depth < MAX_DEPTH:
+                    stack.append(iter(v))
+                    break
+            elif isinstance(v, bool):
+                continue
+            elif isinstance(v, int):
+                if abs(v) >= 10:
+                    out[str(v)] += 1
+            elif isinstance(v, str) and 3 <= len(v) <= 80:
+                out[v.strip()] += 1
+        else:
+            stack.pop()
 
 
 def canonical(family, row: dict) -> str | None:
