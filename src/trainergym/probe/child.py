@@ -52,6 +52,13 @@ MAX_ANSWER_LINE = 256 << 20  # bytes of one answer line the worker relays
 ANSWER, END = "A ", "E "  # how the worker marks the child's answers and its own end line
 
 
+def _loaded_line(answer: dict) -> str:
+    """The load answer as JSON text, its task rows (JSON text already: each world is serialised
+    once, to measure it) spliced in as they are."""
+    rows = answer.pop("tasks")
+    return json.dumps(answer, default=str)[:-1] + ', "tasks": [' + ", ".join(rows) + "]}"
+
+
 def _short_error(exc: BaseException, package_dir: str, module: str = "") -> str:
     """The tail of a traceback, with the job's package shown as the agent knows it."""
     text = "".join(traceback.format_exception(exc)[-12:])
@@ -83,13 +90,13 @@ class Job:
             d = t.data
             world = getattr(d, "world", None)
             world_text = json.dumps(world, default=str) if world is not None else ""
-            rows.append({
+            rows.append(json.dumps({
                 "prompt": (d.prompt_text or "")[:MAX_PROMPT_CHARS + 1],
                 "system_prompt": (d.system_prompt or "")[:MAX_PROMPT_CHARS + 1],
                 "answer": str(getattr(d, "answer", "") or "")[:2001],
-                "world": world if world is not None and len(world_text) <= MAX_WORLD_CHARS else None,
                 "world_chars": len(world_text),
-            })
+            }, default=str)[:-1] + ', "world": ' + (world_text if world is not None and len(world_text) <= MAX_WORLD_CHARS else "null")
+                + "}")  # the world as serialised above, not again
         fields = type(self.tasks[0].data).model_fields if self.tasks else {}
         return {"declared_infinite": declared_infinite, "more": len(tasks) > cap, "tasks": rows,
                 "answer_field": "answer" in fields, "world_field": "world" in fields}
@@ -147,9 +154,10 @@ def _advertised(servers: list) -> dict:
     return tools
 
 
-def _trace(vf, task, calls: list[dict], reply: str | None):
+def _trace(vf, task, calls: list[dict], reply: str | None, ident: tuple[str, str] | None = None):
     """A finished rollout for `task`: the prompt, the given tool calls and results, then a
-    final assistant reply (None: an untouched trace with no model turn at all)."""
+    final assistant reply (None: an untouched trace with no model turn at all). `ident` is the
+    task's (key, hash), when the caller has them already."""
     from verifiers.v1.graph import MessageNode
 
     nodes = []
@@ -162,15 +170,16 @@ def _trace(vf, task, calls: list[dict], reply: str | None):
             nodes.append(MessageNode(parent=len(nodes) - 1, message=vf.AssistantMessage(content="", tool_calls=[tc]), sampled=True))
             nodes.append(MessageNode(parent=len(nodes) - 1, message=vf.ToolMessage(tool_call_id=tc.id, content=call["result"], name=call["tool"])))
         nodes.append(MessageNode(parent=len(nodes) - 1, message=vf.AssistantMessage(content=reply), sampled=True))
+    key, digest = ident or (task.key, task.hash)
     return vf.Trace(
-        task=vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash),
+        task=vf.TraceTask(type=type(task).__name__, data=task.data, key=key, hash=digest),
         agent=vf.AgentInfo(config=vf.AgentConfig(), name="rollout", trainable=False),
         nodes=nodes,
     )
 
 
-async def _reward(vf, task, calls, reply, timeout: float) -> tuple[float | None, str | None]:
-    trace = _trace(vf, task, calls, reply)
+async def _reward(vf, task, calls, reply, timeout: float, ident: tuple[str, str] | None = None) -> tuple[float | None, str | None]:
+    trace = _trace(vf, task, calls, reply, ident)
     try:
         await asyncio.wait_for(task.score(trace), timeout)
     except Exception as e:  # noqa: BLE001 - a raising reward is a finding, not a crash
@@ -193,8 +202,9 @@ async def answer(job: Job, req: dict) -> dict:
     if req["op"] == "score":
         rewards, errors = [], []
         tasks = [job.task(t["base"], t["data"]) for t in req["tasks"]]
+        idents = [(task.key, task.hash) for task in tasks]  # once per task, not per rollout
         for r in req["rollouts"]:
-            value, error = await _reward(vf, tasks[r["task"]], r["calls"], r["reply"], timeout)
+            value, error = await _reward(vf, tasks[r["task"]], r["calls"], r["reply"], timeout, idents[r["task"]])
             rewards.append(value)
             errors.append(error)
         return {"rewards": rewards, "errors": errors}
@@ -255,7 +265,7 @@ def _session(req: dict, requests, write) -> None:
         loaded["tools"] = job.tool_names()
     except BaseException as e:  # noqa: BLE001
         loaded["tools_error"] = _short_error(e, package_dir, module)
-    write({**head, "stage": "loaded", **loaded})
+    write(_loaded_line({**head, "stage": "loaded", **loaded}))
     for line in requests:
         msg = json.loads(line)
         if msg.get("op") == "done":
@@ -294,7 +304,7 @@ def _child(req: dict, limits: dict, req_fd: int, out_fd: int, log_path: str) -> 
     os.chdir(workdir)
 
     def write(obj: dict) -> None:
-        data = (json.dumps(obj, default=str) + "\n").encode()
+        data = ((obj if isinstance(obj, str) else json.dumps(obj, default=str)) + "\n").encode()
         view = memoryview(data)
         while view:
             view = view[os.write(out_fd, view):]
