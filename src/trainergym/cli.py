@@ -870,5 +870,56 @@ def doctor(
     raise typer.Exit(status)
 
 
+@app.command("gpu-bench")
+def gpu_bench_command(
+    device: str = typer.Option("cuda", help="torch device: cuda (the GPU present), or cpu with --models tiny"),
+    models: str = typer.Option("0.6B,1.7B,4B", help="comma-separated: 0.6B, 1.7B, 4B (Qwen3 shapes), tiny"),
+    seq_lens: str = typer.Option("256,512,1024,2048,4096,8192,16384,32768", help="comma-separated seq_len rungs"),
+    out: Optional[Path] = typer.Option(None, help="the rows file to merge into (default: the library's "
+                                                  "data/gpu_measured.json, which job/gpu.py reads)"),
+    budget_s: Optional[float] = typer.Option(None, help="record what is left as skipped after this many seconds"),
+    show: bool = typer.Option(False, "--show", help="print the estimates in effect and their sources; measure nothing"),
+) -> None:
+    """Measure peak memory and trained tokens/s of one training step of the Qwen3 shapes (random
+    weights, micro-batch 1; checkpointing on/off, optimizer offload) at each seq_len rung on this
+    GPU, and write the `measured` rows job/gpu.py reads before its `reported` table."""
+    import shlex
+
+    from trainergym.job import gpu as gpus
+    from trainergym.job import gpu_bench, gpu_measured
+
+    if show:
+        table = Table("model", "seq_len", "peak GiB", "tok/s on an H200", "sources (below)")
+        h200, bases = gpus.GPU("NVIDIA H200", 139.8, 1.0, 0.0), []
+        for model in gpu_bench.SHAPES:
+            if model == "tiny" or not gpus.covered(model):
+                continue
+            for n in gpu_bench.SEQ_LEN_RUNGS:
+                peak, speed = gpus.peak_estimate(model, n), gpus.speed_estimate(model, n, h200)
+                marks = []
+                for basis in (peak.basis, speed.basis):
+                    bases += [basis] if basis not in bases else []
+                    marks.append(f"[{bases.index(basis) + 1}]")
+                table.add_row(model, str(n), f"{peak.value:.2f}", f"{speed.value:.0f}", " ".join(marks))
+        console.print(table)
+        for i, basis in enumerate(bases, 1):
+            console.print(f"[{i}] {basis}", highlight=False, markup=False)
+        return
+    try:
+        rungs = tuple(int(n) for n in seq_lens.split(","))
+        chosen = gpu_bench.resolve(models)
+    except (ValueError, KeyError) as e:
+        raise _usage_error(f"gpu-bench: {e.args[0] if e.args else e}") from None
+    target = out or gpu_measured.MEASURED_PATH
+    given = [("--device", device), ("--models", models), ("--seq-lens", seq_lens), ("--out", out), ("--budget-s", budget_s)]
+    command = shlex.join(["trainergym", "gpu-bench", *(str(v) for pair in given if pair[1] is not None for v in pair)])
+    try:
+        table = gpu_bench.run(target, chosen, rungs, device, budget_s, command)
+    except gpu_bench.NoDevice as e:
+        raise _usage_error(str(e)) from None
+    done = sum(r.status == "ok" for r in table.rows)
+    console.print(f"{done} of {len(table.rows)} rows measured on {table.gpu}; written to {target}", highlight=False)
+
+
 if __name__ == "__main__":
     app()

@@ -124,10 +124,11 @@ def gpu_checks(environ: Mapping[str, str] = os.environ) -> list[Check]:
     model, seq_len = default_job()
     smallest = min(gpus, key=lambda g: g["memory_mib"])
     device = gpu_classes.GPU(smallest["name"], smallest["memory_mib"] / 1024, 0.0, 0.0)
-    peak = gpu_classes.peak_memory_gib(model, seq_len)
-    larger = gpu_classes.peak_memory_gib(LARGER_MODEL, seq_len)
-    estimate = (f"estimated trainer peak {peak:.1f} GiB for the default job ({model}, seq_len {seq_len}), "
-                f"{larger:.1f} GiB for {LARGER_MODEL}; the smallest GPU has {device.memory_gib:.1f} GiB")
+    peak = gpu_classes.peak_estimate(model, seq_len)
+    larger = gpu_classes.peak_estimate(LARGER_MODEL, seq_len)
+    estimate = (f"estimated trainer peak {peak.value:.1f} GiB for the default job ({model}, seq_len {seq_len}), "
+                f"{larger.value:.1f} GiB for {LARGER_MODEL} ({peak.basis}); the smallest GPU has "
+                f"{device.memory_gib:.1f} GiB")
     if not gpu_classes.fits(model, seq_len, device):
         checks.append(Check("gpu memory", "missing", estimate, "use GPUs with more memory (24 GB or more), "
                             "or --backend runpod", ("local",)))

@@ -157,12 +157,14 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> R
     common = dict(job_id=job_id, content_hash=bundle.manifest.content_hash, base_model=model, pre=pre, eval_n=n,
                   gpu=device.name, gpu_count=task.bounds.gpu_count, source="surrogate")
 
-    peak = gpu.peak_memory_gib(model, p.seq_len, lora=p.lora is not None)
+    estimate = gpu.peak_estimate(model, p.seq_len, lora=p.lora is not None)
+    peak = estimate.value
     if not gpu.fits(model, p.seq_len, device, lora=p.lora is not None):
         return RunResult(**common, status="failed", failure=FailureReason.OUT_OF_MEMORY, failed_phase="train",
                          train_seconds=SETUP_SECONDS, cost_usd=_cost(SETUP_SECONDS, device, task),
-                         log_tail=f"torch.OutOfMemoryError: estimated peak {peak:.1f} GiB > {device.memory_gib} GiB on {device.name}",
-                         details={"peak_gib": round(peak, 2)})
+                         log_tail=f"torch.OutOfMemoryError: estimated peak {peak:.1f} GiB ({estimate.basis}) > "
+                                  f"{device.memory_gib} GiB on {device.name}",
+                         details={"peak_gib": round(peak, 2), "peak_source": estimate.source})
 
     # Rollouts: the reference solver's, under the job's limits. An item it cannot finish within
     # max_turns, max_tokens per turn or seq_len never earns reward in training.
@@ -203,8 +205,8 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> R
     details = {"post_expected": expected, "signal": round(signal, 4), "verified": round(verified, 4), "coverage": round(coverage, 4),
                "tool_parity": parity, "reach": round(reach, 4), "training": round(training, 4), "training_parts": training_parts,
                "gain": round(gain, 4), "damage": round(damage, 4), "noise": round(noise, 4), "peak_gib": round(peak, 2),
-               "step_seconds": round(step_s, 2), "sampled_tokens": round(sampled), "trained_tokens": round(trained),
-               "rollouts": steps_done * p.batch_size}
+               "peak_source": estimate.source, "step_seconds": round(step_s, 2), "sampled_tokens": round(sampled),
+               "trained_tokens": round(trained), "rollouts": steps_done * p.batch_size}
     note = f" (stopped at the GPU budget after {steps_done} of {p.max_steps} steps)" if steps_done < p.max_steps else ""
     return RunResult(**common, status="succeeded", post=post, train_seconds=round(train_s, 1), steps_done=steps_done,
                      cost_usd=_cost(train_s + EVAL_SECONDS, device, task),

@@ -65,7 +65,7 @@ class MeasuredTable(BaseModel):
     @property
     def label(self) -> str:
         """How a figure from this table is introduced to users."""
-        return f"measured on an {self.gpu}" if self.gpu[:1].upper() in "AEIOU" else f"measured on a {self.gpu}"
+        return f"measured on {self.gpu}"
 
 
 class MeasuredFile(BaseModel):

@@ -744,14 +744,18 @@ def _config(report: ProbeReport, job: JobConfig, task: TaskSpec, bundle: JobBund
     if not issues:
         report.add("config.bounds", "pass", "job.toml is within the task's bounds")
     p, model, device = job.prime_rl, job.job.base_model, gpu.gpu(task.bounds.gpu)
-    if model in gpu.CALIBRATED_MODELS:
-        peak = gpu.peak_memory_gib(model, p.seq_len, lora=p.lora is not None)
+    if gpu.covered(model):
+        estimate = gpu.peak_estimate(model, p.seq_len, lora=p.lora is not None)
+        peak = estimate.value
         report.measurements["peak_memory_gib"] = round(peak, 2)
+        report.measurements["peak_memory_source"] = estimate.source
         if gpu.fits(model, p.seq_len, device, lora=p.lora is not None):
-            report.add("config.memory", "pass", f"estimated trainer peak {peak:.1f} GiB fits {device.name} ({device.memory_gib} GB)")
+            report.add("config.memory", "pass", f"estimated trainer peak {peak:.1f} GiB ({estimate.basis}) fits "
+                       f"{device.name} ({device.memory_gib} GB)")
         else:
-            report.add("config.memory", "fail", f"estimated trainer peak {peak:.1f} GiB at seq_len {p.seq_len} would run out "
-                       f"of memory on {device.name} ({device.memory_gib} GB)", "lower seq_len, use LoRA, or a smaller model")
+            report.add("config.memory", "fail", f"estimated trainer peak {peak:.1f} GiB at seq_len {p.seq_len} "
+                       f"({estimate.basis}) would run out of memory on {device.name} ({device.memory_gib} GB)",
+                       "lower seq_len, use LoRA, or a smaller model")
     rl = render_rl_toml(job, bundle.manifest.taskset_id, task)
     missing = [key for key, ok in (
         ("max_steps", rl.get("max_steps")), ("seq_len", rl.get("seq_len")), ("model.name", rl["model"].get("name")),
