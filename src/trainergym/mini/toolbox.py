@@ -16,6 +16,8 @@ import inspect
 import json
 from types import SimpleNamespace
 
+from trainergym.mini import vf_standin
+
 
 @functools.cache
 def toolset_class(spec: str) -> type:
@@ -28,6 +30,7 @@ class Toolbox:
     """One rollout's tools: advertised name -> callable, over its own setup of the task's world."""
 
     def __init__(self, family, world: dict | None):
+        vf_standin.install()  # verifiers where it is installed; its toolset slice where it is not
         import verifiers.v1 as vf
         from verifiers.v1.utils.decorators import discover_decorated
 

@@ -75,8 +75,28 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(var / len(values))
 
 
-def _caps(scale, knobs) -> dict:
-    return dict(max_turns=knobs.max_turns, max_tokens=knobs.max_tokens, max_len=scale.max_len)
+EVAL_MAX_TURNS = 16  # the hidden-eval scorer's (trainergym.host.scorer.score)
+
+
+def eval_caps(scale) -> dict:
+    """How pre and post scores play an item: the scorer's turn limit and the scale's caps, whatever
+    the job asked for (a job's knobs shape its training, never its eval)."""
+    return dict(max_turns=EVAL_MAX_TURNS, max_tokens=scale.max_tokens_cap, max_len=scale.max_len)
+
+
+def check_reward(family_module: str, tasks: list[Task], completions: list[list[dict]]) -> list[float]:
+    """1.0 where the family's own check accepts a completion's last assistant reply for its task's
+    answer, else 0.0: the reward tests and bench/mini.py train with (the backend passes the job's
+    reward functions instead). Module-level, so `functools.partial(check_reward, name)` pickles."""
+    family = importlib.import_module(family_module)
+    out = []
+    for task, messages in zip(tasks, completions, strict=True):
+        replies = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
+        try:
+            out.append(float(bool(family.check(replies[-1] if replies else "", task.answer))))
+        except Exception:  # noqa: BLE001 - a reply the checker cannot read is wrong
+            out.append(0.0)
+    return out
 
 
 def _one_seed(family_module: str, base: Base, scale_name: str, knobs, tasks, reward, eval_rows, seed: int,
@@ -92,7 +112,7 @@ def _one_seed(family_module: str, base: Base, scale_name: str, knobs, tasks, rew
     model, tokenizer = base.load(device)
     run = train_seed(model, tokenizer, family, tasks, reward, knobs, seed, device=device, max_len=scale.max_len,
                      log=print if verbose else None)
-    post = accuracy(run.model, tokenizer, family, eval_rows, **_caps(scale, knobs))
+    post = accuracy(run.model, tokenizer, family, eval_rows, **eval_caps(scale))
     return SeedResult(seed=seed, post=post, rewards=run.rewards, seconds=round(run.seconds, 2), rollouts=run.rollouts,
                       generation_seconds=round(run.generation_seconds, 2))
 
@@ -109,7 +129,7 @@ def train(job, base: Base, family, tasks: list[dict] | list[Task], reward: Rewar
     knobs = map_knobs(job, reference if reference is not None else reference_table(family), scale)
     tasks = [t if isinstance(t, Task) else Task.from_row(t) for t in tasks]
     model, tokenizer = base.load(device)
-    pre = accuracy(model, tokenizer, family, eval_items, **_caps(scale, knobs))
+    pre = accuracy(model, tokenizer, family, eval_items, **eval_caps(scale))
     del model
     args = [(family.__name__, base, scale.name, knobs, tasks, reward, eval_items, s, device, threads, verbose)
             for s in seeds]
