@@ -100,8 +100,10 @@ class Estimate:
 def _line(points: list[tuple[int, float]], x: float, extrapolate: bool) -> float:
     """Linear in x between points (sorted by x); past either end the end segment's slope goes on
     (`extrapolate`) or the end value holds."""
-    if len(points) == 1 or not extrapolate and x <= points[0][0]:
-        return points[0][1] if len(points) == 1 or x <= points[0][0] else points[-1][1]
+    if len(points) == 1:
+        return points[0][1]
+    if not extrapolate and x <= points[0][0]:
+        return points[0][1]
     if not extrapolate and x >= points[-1][0]:
         return points[-1][1]
     pairs = list(zip(points, points[1:]))
