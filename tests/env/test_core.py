@@ -311,3 +311,37 @@ def test_make_vec_async_is_correct():
         assert json.loads(obs[0])["best_pre"] == 0.742 and obs[1].startswith("INSTRUCTIONS.md")
     finally:
         vec.close()
+
+
+def test_a_probe_the_host_fails_costs_no_attempt_and_one_the_job_fails_does(monkeypatch, reference_files):
+    """A job that waits past the probe's wall-clock limit with CPU time to spare stands for one a
+    loaded host starved: the report says the probe could not judge it and the attempt is
+    refunded (nothing cached: the same job may be submitted again). A job that burns its CPU
+    time fails as before and spends its attempt. Small limits, neither race the other."""
+    from functools import partial
+
+    from tests.fakes.jobs import write_job
+    from trainergym.env import core
+    from trainergym.probe.checks import probe
+
+    init = "from .chains import ChainTaskset\n\n__all__ = ['ChainTaskset']\n"
+
+    async def submit(prelude: str, **limits):
+        monkeypatch.setattr(core, "probe", partial(probe, **limits))
+        env = AsyncTrainerEnv()
+        await env.reset()
+        write_job(env.episode.workspace.root, {**reference_files, "taskset/__init__.py": prelude + init})
+        obs, reward, terminated, truncated, info = await env.step({"name": "submit_job", "arguments": {}})
+        episode = env.episode
+        env.close()
+        return obs, info, episode
+
+    async def go():
+        obs, info, ep = await submit("import time\ntime.sleep(60)\n", timeout=60, wall=1)
+        assert obs.startswith("NOT JUDGED") and "within 1 s of wall-clock time" in obs, obs
+        assert "did not use a submit attempt (attempts left: 3)" in obs
+        assert info["attempts_left"] == 3 and ep.attempts == 0 and not ep.failed_hashes and not ep.done
+        obs, info, ep = await submit("while True:\n    pass\n", timeout=1, wall=60)
+        assert obs.startswith("INVALID") and "within 1 s of CPU time" in obs, obs
+        assert info["attempts_left"] == 2 and ep.attempts == 1
+    asyncio.run(go())

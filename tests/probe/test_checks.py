@@ -131,3 +131,23 @@ def test_forged_result_lines_are_ignored(tmp_path, task, reference_files):
     files = {**reference_files, "taskset/__init__.py": forged + "raise ImportError('no')\n"}
     report, _ = run(tmp_path, task, files)
     assert status(report)["shape"] == "fail"
+
+
+def test_a_sandbox_that_will_not_start_or_goes_silent_is_the_host_failure(monkeypatch, tmp_path, task, reference_files):
+    """A worker the host cannot start, or one silent past every limit the job has, makes a report
+    that says the probe could not judge the job (`infra`); a worker that died under a job is
+    the job's crash, as before."""
+    from trainergym.probe import sandbox
+
+    def fails(infra):
+        def run(self, package_dir, request, follow=None):
+            raise sandbox.WorkerError("the confined worker stopped answering", infra=infra)
+        return run
+
+    monkeypatch.setattr(sandbox.WarmWorker, "run", fails(True))
+    report, bundle = run(tmp_path / "a", task, reference_files)
+    assert bundle is None and report.infra and status(report)["probe"] == "fail" and "shape" not in status(report)
+    assert report.render().startswith("NOT JUDGED")
+    monkeypatch.setattr(sandbox.WarmWorker, "run", fails(False))
+    report, _ = run(tmp_path / "b", task, reference_files)
+    assert not report.infra and status(report)["shape"] == "fail" and report.render().startswith("INVALID")

@@ -273,6 +273,11 @@ class AsyncTrainerEnv:
         if cached is not None:
             report = cached
             note = "This job is byte-identical to an earlier failed submission; the cached report follows.\n"
+        elif report.infra:  # the host failed the probe, not the job: no attempt spent, nothing cached
+            ep.attempts -= 1
+            return ToolOutcome(ok=False, content=f"{report.render()}\n\nThe probe could not judge this job for a reason "
+                                                 f"of the host's, not the job's: this did not use a submit attempt "
+                                                 f"(attempts left: {ep.attempts_left}).")
         else:
             note = ""
             if bundle is not None:
@@ -323,7 +328,7 @@ class AsyncTrainerEnv:
             expected = f", expected {r.post_expected:.3f}" if r.post_expected is not None else ""
             summary = (f"The job trained {result.steps_done} steps on {result.gpu_count}x {result.gpu}: hidden-eval score "
                        f"{result.post:.3f}{expected} (untrained {result.base_model}: {result.pre:.3f}; best untrained: "
-                       f"{r.best_pre:.3f}) [{result.source}]" + ("" if r.reward_noise else "; the reward uses the expected "
+                       f"{r.best_pre:.3f}) [{result.source_label}]" + ("" if r.reward_noise else "; the reward uses the expected "
                                                                    "score (reward_noise off)") + ".")
         return ToolOutcome(ok=True, content=f"{report.render()}\n\n{summary}\nEpisode reward {r.total:.3f} "
                                             f"(validation {r.validation:.2f}, job quality {r.job_quality:.3f}, speed {r.speed:.2f}).")
@@ -355,17 +360,17 @@ class AsyncTrainerEnv:
         post = res.post if res else None
         if not self.reward_noise and expected is not None and post is not None:
             post = expected
-        best = baselines.best_pre(ep.task.family)
+        best_score, best_source, best_model = _best_pre(ep.task.family, res)
         r = episode_reward(
             attempts=ep.attempts, parseable=ep.parseable, valid_on_attempt=ep.valid_on_attempt,
             job_succeeded=res is not None and res.status == "succeeded", post=post,
-            best_pre=best.score, train_seconds=res.train_seconds if res else None,
+            best_pre=best_score, train_seconds=res.train_seconds if res else None,
             budget_seconds=ep.task.bounds.gpu_hours * 3600 / ep.task.bounds.gpu_count,
             job_status=res.status if res else None,
         )
-        r.best_pre_source, r.best_pre_model = best.source, best.model
+        r.best_pre_source, r.best_pre_model = best_source, best_model
         if r.post is not None:
-            r.post_expected, r.source, r.reward_noise = expected, res.source, self.reward_noise or expected is None
+            r.post_expected, r.source, r.reward_noise = expected, res.source_label, self.reward_noise or expected is None
         return r
 
     def _finish(self, note: str = "") -> None:
@@ -420,6 +425,17 @@ class AsyncTrainerEnv:
         """Remove the current episode's workspace (a saved run under `runs_dir` stays)."""
         if self.episode is not None:
             shutil.rmtree(self.episode.dir, ignore_errors=True)
+
+
+def _best_pre(family: str, result: RunResult | None) -> tuple[float, str, str]:
+    """(score, source, model) of the bar the uplift is measured against. A mini-scale result is
+    paid against its own base's pre score on the same hidden-eval items (the best, and only,
+    untrained model at that scale), never the full-scale baselines of baselines.toml: a tiny model
+    at 0.3 against a reported 0.742 would measure nothing."""
+    if result is not None and result.scale == "mini" and result.pre is not None:
+        return result.pre, "measured (mini scale: the mini base's own pre on the same eval)", result.base_model
+    best = baselines.best_pre(family)
+    return best.score, best.source, best.model
 
 
 def _jsonable(action: Any) -> Any:

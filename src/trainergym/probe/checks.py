@@ -66,6 +66,9 @@ from trainergym.probe.sandbox import Limits, Sandbox, WarmWorker, WorkerError, p
 from trainergym.task.spec import TaskSpec, get_family
 
 MIN_TASKS = 32
+WALL_FACTOR = 3.0  # seconds a job may wait on nothing (asleep, blocked) per CPU second it may use
+CAP_FACTOR = 4.0  # and seconds on the clock in all (a host that starves it), per such second
+CALL_SECONDS = 30.0  # wall-clock seconds one reward or tool call may take (they take milliseconds)
 VERIFY_SAMPLE = 500  # tasks verified by the family's code, drawn across the whole taskset
 VERIFIED_PASS, VERIFIED_WARN = 0.5, 0.95
 SEPARATION_PASS = 0.9  # share of items whose correct rollout is paid more than every other reply
@@ -98,6 +101,10 @@ class ProbeReport(BaseModel):
     confinement: str = ""
     seconds: float = 0.0
     measurements: dict = {}
+    # Why the probe could not judge the job, when the host failed it and not the job (the job
+    # slept or was starved past the wall-clock limit with CPU time to spare; the sandbox would
+    # not start or went silent): such a report fails, and costs the agent no submit attempt.
+    infra: str = ""
 
     @property
     def ok(self) -> bool:
@@ -111,7 +118,9 @@ class ProbeReport(BaseModel):
     def render(self) -> str:
         """The report as the agent reads it: VALID or INVALID, then one line per item (with its
         hint, unless it passed)."""
-        head = "VALID: the job passed validation." if self.ok else "INVALID: fix the failed checks and submit again."
+        head = ("VALID: the job passed validation." if self.ok else
+                "NOT JUDGED: the probe could not finish on this host; submit the job again." if self.infra else
+                "INVALID: fix the failed checks and submit again.")
         rows = [head]
         for i in self.items:
             rows.append(f"[{i.status.upper()}] {i.check}: {i.message}" + (f"\n       hint: {i.hint}" if i.hint and i.status != "pass" else ""))
@@ -216,6 +225,7 @@ class _Session:
         self.tool_answers: ToolAnswers | None = None
         self.config: ConfigAnswer | None = None
         self.asked = "load"
+        self.end: dict = {}  # the session's end line
 
     def follow(self, answer: dict) -> dict | None:
         """The next request, given the child's answer to the last one (None: the session ends)."""
@@ -337,7 +347,7 @@ class _Session:
         self.rng.shuffle(tasks)  # the tasks too: their order says nothing of which are fresh
         slot = {item: k for k, item in enumerate(tasks)}
         rollouts = [{"task": slot[c.item], "calls": c.calls, "reply": c.reply} for c in (self.cases[k] for k in self.order)]
-        return {"op": "score", "timeout": 10.0, "rollouts": rollouts,
+        return {"op": "score", "timeout": CALL_SECONDS, "rollouts": rollouts,
                 "tasks": [{"base": self.items[i].base, "data": self.items[i].data} for i in tasks]}
 
     def rewards(self) -> tuple[list[float | None], list[str | None]]:
@@ -350,7 +360,7 @@ class _Session:
     def _tools_request(self) -> dict | None:
         if not self.tool_items:
             return None
-        return {"op": "tools", "timeout": 10.0, "items": [
+        return {"op": "tools", "timeout": CALL_SECONDS, "items": [
             {"base": i.base, "data": i.data, "calls": [{"tool": c["tool"], "arguments": c["arguments"]} for c in i.calls]}
             for i in self.tool_items]}
 
@@ -385,19 +395,24 @@ def warm_worker() -> Iterator[WarmWorker]:
         _idle.put(worker)
 
 
-def _converse(session: _Session, package_dir: Path, module: str, timeout: float, warm: bool) -> tuple[dict, str]:
-    """Run the session in a confined worker; returns its end line and the sandbox's description."""
+def _converse(session: _Session, package_dir: Path, module: str, timeout: float, wall: float,
+              warm: bool) -> tuple[dict, str]:
+    """Run the session in a confined worker; returns its end line and the sandbox's description.
+    The job may use `timeout` CPU seconds and hold the floor `wall` seconds (child.py says how)."""
     cap = session.task.bounds.max_items
-    request = {"nonce": secrets.token_hex(8), "module": module, "max_tasks": cap, "timeout": timeout}
+    request = {"nonce": secrets.token_hex(8), "module": module, "max_tasks": cap, "timeout": timeout, "wall": wall,
+               "cap": CAP_FACTOR * wall}
     try:
         if warm:
             with warm_worker() as worker:
                 sandbox = worker.sandbox
                 end = worker.run(package_dir, request, session.follow)
         else:
-            sandbox = Sandbox(Limits(wall_seconds=timeout), runtime=stack_env.ensure())
+            sandbox = Sandbox(Limits(wall_seconds=wall), runtime=stack_env.ensure())
             _, end = run_once(sandbox, package_dir, request, session.follow)
-    except (WorkerError, RuntimeError, ValueError) as e:
+    except WorkerError as e:
+        end, sandbox = {"stage": "infra" if e.infra else "crash", "error": str(e)}, None
+    except (RuntimeError, ValueError) as e:
         end, sandbox = {"stage": "crash", "error": str(e)}, None
     confinement = sandbox.describe() if sandbox else "no sandbox ran"
     accounting = end.pop("accounting", "")
@@ -449,7 +464,7 @@ def _static_imports(report: ProbeReport, package_dir: Path, module: str, task: T
 
 def _shape(report: ProbeReport, s: _Session, end: dict) -> bool:
     first = s.first or end
-    if first.get("stage") in ("import", "crash", "timeout") or (not s.first and end.get("stage") != "closed"):
+    if first.get("stage") in ("import", "crash", "cpu") or (not s.first and end.get("stage") != "closed"):
         report.add("shape", "fail", "the taskset package could not be imported or built:\n" + first.get("error", "") +
                    ("\noutput: " + end["stderr"][-800:] if end.get("stderr") else ""),
                    "taskset/__init__.py must import cleanly and set __all__ to exactly one vf.Taskset subclass; "
@@ -685,8 +700,8 @@ def _tools(report: ProbeReport, s: _Session) -> None:
 def _rewards(report: ProbeReport, s: _Session) -> None:
     m = report.measurements
     if s.scored is None:
-        report.add("rewards", "fail", "the rewards could not be checked: " + (s.malformed or "the probe process stopped "
-                   "answering while scoring"), "rewards must score a rollout quickly and return a number")
+        report.add("rewards", "fail", "the rewards could not be checked: " + (s.malformed or s.end.get("error") or
+                   "the probe process stopped answering while scoring"), "rewards must score a rollout quickly and return a number")
         return
     rewards, errors = s.rewards()
     v = adversary.judge(s.items, s.cases, rewards, errors, *REWARD_RANGE)
@@ -788,9 +803,15 @@ def _prime_rl_schema(report: ProbeReport, s: _Session | None) -> None:
 
 
 def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float = 90.0,
-          warm: bool = True) -> tuple[ProbeReport, JobBundle | None]:
+          warm: bool = True, wall: float | None = None) -> tuple[ProbeReport, JobBundle | None]:
     """Validate the workspace as a job; the bundle is returned only when everything passed.
-    `warm=False` uses a fresh sandbox (and pays the verifiers import)."""
+    `warm=False` uses a fresh sandbox (and pays the verifiers import).
+
+    The job's code may use `timeout` seconds of CPU time, its processes together: past that it
+    fails (its own doing on any host). `wall` (default 3 x `timeout`) bounds the seconds it may
+    spend neither running nor waiting for a CPU (asleep, blocked), and 4 x `wall` its time on the
+    clock (a host that starves it): past either, the report says the probe could not judge it
+    (`ProbeReport.infra`), a failure of the host's and not the job's."""
     started = time.monotonic()
     report = ProbeReport()
     job_path = workspace_root / JOB_FILE
@@ -821,17 +842,23 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
     if _static_imports(report, package, module, task):
         leakage.prepare(task.family)
         session = _Session(task, job, package / module, bundle.rl_toml.read_text())
-        end, report.confinement = _converse(session, package, module, timeout, warm)
+        end, report.confinement = _converse(session, package, module, timeout, wall or WALL_FACTOR * timeout, warm)
         session.finish()
+        session.end = end
         if not code_masks_hold(report.confinement):
             report.confinement += "; the family's code and trainergym are NOT masked from agent code in this mode"
-        if _shape(report, session, end):
+        if end.get("stage") in ("timeout", "infra"):  # the host's failure, not the job's: nothing is judged
+            report.infra = end.get("error") or "the sandbox failed"
+            report.add("probe", "fail", f"the job could not be judged: {report.infra}",
+                       "submit the job again; a probe that the host failed costs no submit attempt")
+        elif _shape(report, session, end):
             _data(report, session, job)
             _tools(report, session)
             _rewards(report, session)
             _leakage(report, session)
-    _config(report, job, task, bundle)
-    _prime_rl_schema(report, session)
+    if not report.infra:
+        _config(report, job, task, bundle)
+        _prime_rl_schema(report, session)
     report.seconds = round(time.monotonic() - started, 2)
     bundle.manifest.probe = report.measurements
     write_manifest(bundle)

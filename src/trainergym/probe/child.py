@@ -350,12 +350,74 @@ def _wipe() -> None:
                         os.remove(path)
 
 
-def _read_line(fd: int, pid: int, deadline: float) -> tuple[bytes, str]:
-    """One line from the child: (line, "") or (b"", why not). Not until EOF, which processes
-    the agent forked (holding the pipe) could postpone forever."""
+def _usage(pid: int) -> tuple[int, int]:
+    """(clock ticks of CPU, user and system, with its reaped children's; nanoseconds its threads
+    waited for a CPU while runnable) of one process, (0, 0) when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = sum(int(x) for x in f.read().rsplit(b")", 1)[1].split()[11:15])
+    except (OSError, IndexError, ValueError):
+        return 0, 0
+    waited = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, IndexError, ValueError), open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                waited += int(f.read().split()[1])
+    except OSError:
+        pass
+    return ticks, waited
+
+
+class _Clock:
+    """What a session's processes did with the time the job held the floor: CPU seconds used
+    (the job's budget) and seconds spent neither running nor waiting for a CPU (asleep, or
+    blocked). In a PID namespace of its own, every process's but the worker's (a job's forks
+    count too, and init's reaped orphans); else the child's and its reaped children's. A job
+    the host starves waits for a CPU: that time is the host's, neither used nor idle."""
+
+    def __init__(self, in_pid_namespace: bool):
+        self.namespace, self.me, self.hz = in_pid_namespace, os.getpid(), os.sysconf("SC_CLK_TCK")
+        self.pid = 0
+        self.base = self._total() if in_pid_namespace else (0, 0)
+        self.used = self.idle = 0.0
+        self._last = None  # (monotonic time, cpu s, waited s) at the last sample
+
+    def _total(self) -> tuple[int, int]:
+        pids = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != self.me] if self.namespace else [self.pid]
+        usage = [_usage(pid) for pid in pids]
+        return sum(t for t, _ in usage), sum(w for _, w in usage)
+
+    def sample(self, floor: bool = True) -> None:
+        """Read the processes now; the time since the last sample was the job's floor (`floor`)
+        or the library's."""
+        ticks, waited = self._total()
+        now, cpu, wait = time.monotonic(), max(0, ticks - self.base[0]) / self.hz, max(0, waited - self.base[1]) / 1e9
+        if self._last is not None and floor:
+            then, cpu0, wait0 = self._last
+            self.idle += max(0.0, (now - then) - max(0.0, cpu - cpu0) - max(0.0, wait - wait0))
+        self._last, self.used = (now, cpu, wait), cpu
+
+
+def _read_line(fd: int, pid: int, deadline: float, clock: _Clock | None = None, budget: float = math.inf,
+               idle: float = math.inf) -> tuple[bytes, str]:
+    """One line from the child: (line, "") or (b"", why not): "cpu" once the session's processes
+    have used `budget` CPU seconds, "timeout" once they have been idle `idle` seconds or the
+    wall-clock `deadline` passes. Not until EOF, which processes the agent forked (holding the
+    pipe) could postpone forever."""
     chunks, size = [], 0
+    if clock is not None:
+        clock.sample(floor=False)  # the time since the last answer was the library's
+    checked = time.monotonic()
     while not (chunks and chunks[-1].endswith(b"\n")):
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        if clock is not None and now - checked >= 0.5:
+            checked = now
+            clock.sample()
+            if clock.used > budget:
+                return b"", "cpu"
+            if clock.idle > idle:
+                return b"", "timeout"
+        left = deadline - now
         if left <= 0:
             return b"", "timeout"
         ready, _, _ = select.select([fd], [], [], min(left, 0.5))
@@ -373,10 +435,22 @@ def _read_line(fd: int, pid: int, deadline: float) -> tuple[bytes, str]:
 
 
 def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_request) -> None:
-    """Fork the child for `first` and relay lines both ways until done, timeout or death."""
+    """Fork the child for `first` and relay lines both ways until done, timeout or death.
+
+    Time limits count only while the job holds the floor (from a request to its answer; the
+    library's own time between them does not count), and are of two kinds. `first["timeout"]`
+    is the job's: CPU seconds its processes may use; past it the session ends (stage "cpu"),
+    the job's own doing on any host. `first["wall"]` (default three times that) is the host's:
+    seconds the job may spend neither running nor waiting for a CPU (asleep or blocked), and
+    `first["cap"]` (default four times that) on the clock in all (a host that starves it); past
+    either (stage "timeout") the library reports a failure of the infrastructure, not the job's."""
     req_r, req_w = os.pipe()
     out_r, out_w = os.pipe()
     log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"log-{first['nonce']}")
+    budget = float(first["timeout"])
+    wall = float(first.get("wall") or 3 * budget)
+    cap = float(first.get("cap") or 4 * wall)
+    clock = _Clock(in_pid_namespace)
     pid = os.fork()
     if pid == 0:
         os.close(req_w)
@@ -387,10 +461,12 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
             os._exit(1)
     os.close(req_r)
     os.close(out_w)
-    deadline = time.monotonic() + first["timeout"]
-    why, status = "", 0
+    clock.pid = pid
+    floor, why, status = 0.0, "", 0
     while True:
-        line, why = _read_line(out_r, pid, deadline)
+        asked = time.monotonic()
+        line, why = _read_line(out_r, pid, asked + cap - floor, clock, budget, wall)
+        floor += time.monotonic() - asked
         if why:
             break
         # Only the first line of what the child wrote, marked as the child's: agent code that
@@ -426,9 +502,16 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
         os.remove(log_path)
     if in_pid_namespace:
         _wipe()
-    if why == "timeout":
-        end = {"stage": "timeout", "error": f"the taskset did not finish loading and scoring within {first['timeout']:.0f} s "
-               "(an endless loop, or far too much work at import, in load() or in a reward)"}
+    if why == "cpu":
+        end = {"stage": "cpu", "error": f"the taskset did not finish loading and scoring within {budget:g} s of CPU "
+               "time (an endless loop, or far too much work at import, in load() or in a reward)", "cpu": round(clock.used, 2)}
+    elif why == "timeout":
+        waited = (f"within {wall:g} s of wall-clock time spent neither running nor waiting for a CPU" if clock.idle > wall
+                  else f"within {cap:g} s of wall-clock time")
+        end = {"stage": "timeout", "error": f"the probe did not finish {waited}, while the job had used "
+               f"{clock.used:.1f} of its {budget:g} s of CPU time: the job waits on something that never comes (a sleep, "
+               "a lock, the network, which the sandbox does not have), or the host is overloaded",
+               "cpu": round(clock.used, 2), "idle": round(clock.idle, 2), "floor": round(floor, 2)}
     elif why == "oversize":
         end = {"stage": "crash", "error": "the probe process answered with more than "
                f"{MAX_ANSWER_LINE >> 20} MiB of data (far too many or too large tasks)"}

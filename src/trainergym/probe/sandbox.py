@@ -43,6 +43,7 @@ from trainergym.paths import LIBRARY
 from trainergym.probe.cgroup import Cgroup
 
 CHILD = Path(__file__).with_name("child.py")
+START_SECONDS = 120.0  # for a confined worker to import verifiers and say it is ready
 CONFINE = Path(__file__).with_name("confine.py")
 SCRIPT = "main.py"  # the child's name in the spool: nothing in it says "probe" to agent code
 ANSWER, END = "A ", "E "  # the worker's marks on a relayed answer and on its end line (child.py)
@@ -318,9 +319,13 @@ class Sandbox:
 
 
 class WorkerError(RuntimeError):
-    """The confined worker failed to start, or stopped answering."""
+    """The confined worker failed to start, or stopped answering. `infra`: the host's failure
+    (a worker that would not start, or went silent past every limit the job has), not the job's
+    (a worker that died under it)."""
 
-    pass
+    def __init__(self, message: str, infra: bool = False):
+        super().__init__(message)
+        self.infra = infra
 
 
 class WarmWorker:
@@ -352,18 +357,20 @@ class WarmWorker:
         proc = subprocess.Popen(self.sandbox.command(argv, self._spool, self._cgroup), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True, env=self.sandbox.env("/tmp"), cwd=self._spool,
                                 start_new_session=True)
-        line = self._readline(proc, 120.0)
+        line = self._readline(proc, START_SECONDS)
         self._baseline = len(self._cgroup.pids()) if self._cgroup else 0
         (self._spool / SCRIPT).unlink(missing_ok=True)  # loaded: agent code need not find the probe's script
-        if line.strip() != "ready":
+        if line is None or line.strip() != "ready":
             self._end(proc)
-            raise WorkerError(f"the confined worker failed to start: {line[:300]!r}")
+            why = f"not ready within {START_SECONDS:.0f} s" if line is None else repr(line[:300])
+            raise WorkerError(f"the confined worker failed to start: {why}", infra=True)
         return proc
 
     @staticmethod
-    def _readline(proc: subprocess.Popen, timeout: float) -> str:
+    def _readline(proc: subprocess.Popen, timeout: float) -> str | None:
+        """The next line ("" at EOF), or None when none came within `timeout` seconds."""
         ready, _, _ = select.select([proc.stdout], [], [], timeout)
-        return proc.stdout.readline() if ready else ""
+        return proc.stdout.readline() if ready else None
 
     def run(self, package_dir: Path, request: dict, follow=None) -> dict:
         """One session for the job in `package_dir` (see `child.py`): send `request`, then
@@ -377,18 +384,23 @@ class WarmWorker:
             for name in dirs + files:
                 os.chmod(Path(root) / name, 0o755 if name in dirs else 0o644, follow_symlinks=False)
         os.chmod(job, 0o755)
-        wait = self.sandbox.limits.wall_seconds + 30
+        # The worker ends a session whose job holds the floor past its limit on the clock; beyond
+        # that and some slack, the worker itself is stuck.
+        wait = float(request.get("cap") or request.get("wall") or self.sandbox.limits.wall_seconds) + 30
         try:
             with self._lock:
                 for attempt in (1, 2):
                     if self._proc is None or self._proc.poll() is not None:
                         self._proc = self._start()
                     payload = {**request, "package_src": f"{self.sandbox.spool_path(self._spool)}/{nonce}"}
-                    answered = False
+                    answered = silent = False
                     try:
                         self._send(payload)
                         while True:
                             line = self._readline(self._proc, wait)
+                            if line is None:
+                                silent = True
+                                break
                             if line.startswith(END):  # only the worker writes these
                                 end = {**json.loads(line[len(END):]), "accounting": self.accounting}
                                 if end.get("stray") or self._grown():  # left something running: a fresh sandbox next
@@ -410,7 +422,8 @@ class WarmWorker:
                     self._proc = None
                     if answered:
                         break
-                raise WorkerError("the confined worker stopped answering")
+                raise WorkerError("the confined worker stopped answering" +
+                                  (f" for {wait:.0f} s" if silent else ""), infra=silent)
         finally:
             shutil.rmtree(job, ignore_errors=True)
 
