@@ -11,12 +11,15 @@ Every backend is built the same way, by name, from one `BackendOptions`:
   jobs run once `trainergym worker --backend runpod` drains the queue.
 - `fleet`: the runpod backend on simulated pods and a virtual clock (`backends.fleet`);
   surrogate results, for the pool's tests and benchmarks.
+- `mini`: real GRPO of a tiny model per family in this process, on a GPU or the CPU
+  (`backends.mini`, the `mini` extra); its results say `measured` at `scale="mini"`.
 
 A backend that cannot start here (no GPU, no API key, a missing extra) raises
 `BackendUnavailable` with one line saying why and what to do.
 
-Zone: the library and the dispatcher. Backends may import `task`, `job`, `infra` and `host`;
-never `env`, `probe`, `agents` or `adapters`.
+Zone: the library and the dispatcher. Backends may import `task`, `job`, `infra`, `host` and
+`mini`, and of `probe` only `probe.sandbox` (the mini backend runs the job's rewards confined
+exactly as the probe does); never `env`, the rest of `probe`, `agents` or `adapters`.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from trainergym.job.result import RunResult
 
@@ -75,6 +78,11 @@ class BackendOptions(BaseModel):
     gpu_class: str | None = None  # mock: the GPU class to simulate (default: the task's)
     latency: float = 0.0  # mock: seconds a job takes
     reuse: bool = True  # mock: answer a byte-identical resubmission with the earlier result
+    device: str | None = None  # mini: "cuda", "cuda:N" or "cpu" (default: CUDA if torch sees a GPU, else the CPU)
+    scale: str | None = None  # mini: "gpu" or "micro" (default: gpu on a GPU, micro on the CPU)
+    seeds: int | None = Field(None, ge=1)  # mini: seeds per job (default 8 on a GPU, 2 on the CPU)
+    eval_n: int | None = Field(None, ge=1)  # mini: hidden-eval items pre and post are scored on (default all 200)
+    base_model: Path | None = None  # mini: a local Hugging Face model directory instead of the family's mini base
 
 
 class BackendUnavailable(RuntimeError):
@@ -88,6 +96,7 @@ BACKENDS = {
     "local": "trainergym.backends.local:LocalBackend.from_options",
     "runpod": "trainergym.backends.runpod:PodBackend.from_options",
     "fleet": "trainergym.backends.fleet:simulated_backend",
+    "mini": "trainergym.backends.mini:MiniBackend.from_options",
 }
 
 

@@ -50,6 +50,11 @@ TRANSIENT = frozenset({FailureReason.INSTALL_FAILED, FailureReason.SETUP_TIMEOUT
                        FailureReason.TOO_FEW_GPUS})
 
 
+def source_label(source: str | None, scale: str | None = None) -> str | None:
+    """How a result's source is shown: a mini-scale measurement says so ("measured (mini scale)")."""
+    return f"{source} (mini scale)" if source and scale == "mini" else source
+
+
 class RunResult(BaseModel):
     """`result.json`: one job's outcome. `source` says whether the figures were measured by
     real training or computed by a surrogate (the mock backend); a surrogate never claims to be
@@ -74,7 +79,15 @@ class RunResult(BaseModel):
     log_tail: str = ""
     stack: StackPin = PIN
     source: Literal["measured", "surrogate"] = "measured"
+    # "mini": measured by real training of a tiny model (the mini backend), never a full-scale
+    # measurement; every figure of such a result is shown as `measured (mini scale)`.
+    scale: Literal["full", "mini"] = "full"
     details: dict[str, Any] = {}
+
+    @property
+    def source_label(self) -> str:
+        """`source` as users read it: "measured (mini scale)" for a mini result."""
+        return source_label(self.source, self.scale)
 
     @classmethod
     def failed(cls, failure: FailureReason, detail: str = "", **fields: Any) -> RunResult:
