@@ -124,9 +124,7 @@ def bench_generation(base, family, batch: int, knobs_turns: int, max_tokens: int
 
 
 def base_max_len(base) -> int:
-    from trainergym.mini.scale import get_scale
-
-    return get_scale(base.scale).max_len
+    return base.caps()["max_len"]
 
 
 def main(argv=None) -> int:
@@ -154,13 +152,13 @@ def main(argv=None) -> int:
     t = time.time()
     base = build_base(family, args.scale, seed=0, cache=Path(args.cache), device=args.device,
                       log=lambda m: print(m, file=sys.stderr, flush=True))
-    report["base"] = {"key": base.key, "seconds_here": round(time.time() - t, 1),
+    report["base"] = {"key": base.key, "seconds_here": round(time.time() - t, 1), "caps": base.caps(),
                       **{k: base.info.get(k) for k in ("steps", "dev_accuracy", "target", "seconds", "parameters")}}
     print(json.dumps(report["base"]), file=sys.stderr, flush=True)
     ref = reference_table(family)
     if args.gen_batch:
-        report["generation"] = bench_generation(base, family, args.gen_batch, ref["max_turns"], 40 if args.scale == "micro"
-                                                else 96, args.device)
+        report["generation"] = bench_generation(base, family, args.gen_batch, ref["max_turns"],
+                                                base.caps()["max_tokens"], args.device)
         print(json.dumps(report["generation"]), file=sys.stderr, flush=True)
     tasks = family.generate(JOB_SEED, 2000, namespace="public", difficulty=1)
     eval_items = family.generate(EVAL_SEED, args.eval_n, namespace="public", difficulty=1)
@@ -209,10 +207,10 @@ def _side_by_side(jobs: dict, base, family, tasks, reward, eval_items, args) -> 
 
     scale = get_scale(base.scale)
     ref = reference_table(family)
-    knobs = {name: map_knobs(job, ref, scale) for name, job in jobs.items()}
+    knobs = {name: map_knobs(job, ref, scale, max_tokens_cap=base.caps()["max_tokens"]) for name, job in jobs.items()}
     rows = [Task.from_row(t) for t in tasks]
     model, tok = base.load(args.device)
-    pre = accuracy(model, tok, family, eval_items, **eval_caps(scale))
+    pre = accuracy(model, tok, family, eval_items, **eval_caps(base))
     del model
     work = [(name, s) for name in jobs for s in range(args.seeds)]
     started = time.time()

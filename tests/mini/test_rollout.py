@@ -31,11 +31,13 @@ class Scripted(torch.nn.Module):
         self.traces, self.vocab = traces, vocab
 
     def forward(self, input_ids, attention_mask, **_):
-        fed = attention_mask.sum(-1).tolist()
-        logits = torch.zeros(len(fed), input_ids.shape[1], self.vocab)
-        for i, n in enumerate(fed):
+        width = input_ids.shape[1]
+        seen = attention_mask.cumsum(-1)[:, attention_mask.shape[1] - width:].tolist()  # tokens fed through each slot
+        logits = torch.zeros(len(seen), width, self.vocab)
+        for i, row in enumerate(seen):
             trace = self.traces[i]
-            logits[i, -1, trace[n] if n < len(trace) else trace[-1]] = 1.0
+            for j, n in enumerate(row):
+                logits[i, j, trace[n] if n < len(trace) else trace[-1]] = 1.0
         return type("Out", (), {"logits": logits})
 
 

@@ -45,6 +45,14 @@ class Base:
     scale: str
     info: dict = field(default_factory=dict)
 
+    def caps(self) -> dict:
+        """The rollout caps this base plays with: `max_len` (prompt plus every turn) and `max_tokens`
+        (one turn), twice the longest of its warm-up traces, within the scale's; a user's base gets the scale's."""
+        scale = get_scale(self.scale)
+        caps = self.info.get("caps", {})
+        return {"max_len": min(scale.max_len, caps.get("max_len", scale.max_len)),
+                "max_tokens": min(scale.max_tokens_cap, caps.get("max_tokens", scale.max_tokens_cap))}
+
     def load(self, device: str = "cpu"):
         """(model, tokenizer), the model on `device` in training mode."""
         from transformers import AutoModelForCausalLM
@@ -137,6 +145,20 @@ def trace_ids(tokenizer, family, row: dict) -> tuple[list[int], list[int]] | Non
     return ids, mask
 
 
+def trace_caps(traces: list[tuple[list[int], list[int]]], scale: Scale) -> dict:
+    """Rollout caps from the solver's traces: twice the longest trace and the longest model turn,
+    within the scale's caps. A rollout that rambles stops there instead of at the scale's far
+    larger cap, which is most of the decoding time of a job that breaks its model."""
+    longest_turn = 0
+    for _, mask in traces:
+        run = 0
+        for m in mask:
+            run = run + 1 if m else 0
+            longest_turn = max(longest_turn, run)
+    longest = max((len(ids) for ids, _ in traces), default=scale.max_len)
+    return {"max_len": min(scale.max_len, 2 * longest), "max_tokens": min(scale.max_tokens_cap, 2 * longest_turn)}
+
+
 def build_base(family, scale: str = "micro", seed: int = 0, cache: Path | None = None, device: str = "cpu",
                force: bool = False, log=print) -> Base:
     """Warm up `family`'s base at `scale` (or return the cached one). Stops when greedy accuracy on
@@ -154,7 +176,8 @@ def build_base(family, scale: str = "micro", seed: int = 0, cache: Path | None =
     traces = [t for row in warmup_rows(family, sc.sft_items, f"{WARMUP_SEED}-{seed}", sc.difficulty)
               if (t := trace_ids(tokenizer, family, row)) and len(t[0]) <= sc.max_len]
     dev = warmup_rows(family, sc.dev_items, f"{DEV_SEED}-{seed}", sc.difficulty)
-    caps = dict(max_turns=8, max_tokens=sc.max_tokens_cap, max_len=sc.max_len)
+    limits = trace_caps(traces, sc)
+    caps = dict(max_turns=16, **limits)
     opt = torch.optim.AdamW(model.parameters(), lr=sc.sft_lr, weight_decay=0.0)
     warmup = 50
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
@@ -192,6 +215,7 @@ def build_base(family, scale: str = "micro", seed: int = 0, cache: Path | None =
         if dev_acc >= sc.target:
             break
     info = {"key": key, "family": family.ID, "scale": scale, "seed": seed, "steps": step, "dev_accuracy": dev_acc,
+            "caps": limits,
             "target": sc.target, "seconds": round(time.time() - started, 1), "history": history,
             "warmup": {"namespace": "public", "seed": f"{WARMUP_SEED}-{seed}", "items": len(traces)},
             "dev": {"namespace": "public", "seed": f"{DEV_SEED}-{seed}", "items": len(dev)},

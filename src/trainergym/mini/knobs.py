@@ -79,9 +79,9 @@ def reference_table(family) -> dict:
     return prime_rl_table(Path(family.REFERENCE_JOB) / "job.toml")
 
 
-def map_knobs(job, reference, scale: Scale) -> Knobs:
+def map_knobs(job, reference, scale: Scale, max_tokens_cap: int | None = None) -> Knobs:
     """`job`'s knobs at `scale`, its learning rates relative to `reference`'s (both as
-    `prime_rl_table` reads them)."""
+    `prime_rl_table` reads them); a turn's tokens within `max_tokens_cap` (default the scale's)."""
     p, ref = prime_rl_table(job), prime_rl_table(reference)
     out: list[str] = []
     ratio = p["lr"] / ref["lr"]
@@ -94,12 +94,13 @@ def map_knobs(job, reference, scale: Scale) -> Knobs:
         fixed = max(group, batch - batch % group)
         out.append(f"batch_size {batch} -> {fixed}: a whole number of groups of {group}")
         batch = fixed
-    max_tokens = int(p["max_tokens"])
-    if max_tokens > scale.max_tokens_cap:
-        out.append(f"max_tokens {max_tokens} -> {scale.max_tokens_cap} mini tokens per turn (the mini tokenizer's "
-                   "tokens are characters; the scale caps a turn)")
-        max_tokens = scale.max_tokens_cap
-    out.append(f"seq_len {p['seq_len']}: the {scale.name} scale caps a rollout at {scale.max_len} mini tokens")
+    max_tokens, cap = int(p["max_tokens"]), min(scale.max_tokens_cap, max_tokens_cap or scale.max_tokens_cap)
+    if max_tokens > cap:
+        out.append(f"max_tokens {max_tokens} -> {cap} mini tokens per turn (the mini tokenizer's tokens are "
+                   "characters; the base caps a turn at twice its warm-up's longest)")
+        max_tokens = cap
+    out.append(f"seq_len {p['seq_len']}: the base caps a rollout at twice its warm-up's longest trace "
+               f"(at most {scale.max_len} mini tokens)")
     if p["optimizer"] != "adamw":
         out.append(f"optimizer {p['optimizer']!r}: mini trains with AdamW")
     if p["loss"] != "default":

@@ -4,8 +4,9 @@ Why our own loop: a rollout of a tiny model is hundreds of single-token steps, s
 decoding a whole batch per step with a cache, and running a tool the moment a sequence closes a
 call. Every sequence of the batch advances one token per forward pass; when one closes
 `</tool_call>`, its call is parsed, run by the family's `Toolbox` (the scorer's semantics), and
-`<tool_response>result</tool_response>` is forced into it token by token (`env_mask` 0: masked from
-the loss) while the others keep sampling. A rollout ends when the model answers (`<|im_end|>`),
+`<tool_response>result</tool_response>` is forced into it whole, in the next forward pass (`env_mask` 0:
+masked from the loss; the other sequences' slots of that pass are padding, masked out of attention),
+while the others keep sampling. A rollout ends when the model answers (`<|im_end|>`),
 after `max_turns` tool-calling turns (the last call still runs, as under the scorer), when a turn
 passes `max_tokens` tokens or its call cannot be read (the scorer's model server would return
 such text as the reply), or at the scale's length cap.
@@ -122,6 +123,7 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
             cache = DynamicCache()
             logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                            use_cache=True).logits[:, -1]
+            rows = torch.arange(len(seqs), device=device)
             while True:
                 if greedy or temperature <= 0:
                     sampled = logits.argmax(-1)
@@ -129,38 +131,39 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
                     probs = torch.softmax(logits.float() / temperature, -1)
                     sampled = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
                 sampled = sampled.tolist()
-                step, live = [], []
-                for s, tok in zip(seqs, sampled, strict=True):
-                    if s.done:
-                        step.append(pad)
-                        live.append(0)
-                        continue
-                    step.append(_advance(s, tok, encode, im_end, call_close, max_turns, max_tokens, max_len))
-                    live.append(1)
-                if all(s.done for s in seqs) and not any(s.forced for s in seqs):
+                feeds = [[] if s.done else _advance(s, tok, encode, im_end, call_close, max_turns, max_tokens, max_len)
+                         for s, tok in zip(seqs, sampled, strict=True)]
+                if all(s.done for s in seqs):
                     break
-                live_t = torch.tensor(live, device=device)
-                mask = torch.cat([mask, live_t[:, None]], dim=1)
-                logits = model(input_ids=torch.tensor(step, device=device)[:, None], attention_mask=mask,
-                               position_ids=next_pos[:, None], past_key_values=cache, use_cache=True).logits[:, -1]
-                next_pos = next_pos + live_t
+                # One forward for everyone: a sampled token each, or a whole forced tool response
+                # (then the others' slots are padding, masked out of attention for good).
+                width = max(len(f) for f in feeds)
+                lens = torch.tensor([len(f) for f in feeds], device=device)
+                step = torch.tensor([f + [pad] * (width - len(f)) for f in feeds], device=device)
+                fed = (torch.arange(width, device=device)[None, :] < lens[:, None]).long()
+                mask = torch.cat([mask, fed], dim=1)
+                out = model(input_ids=step, attention_mask=mask, position_ids=next_pos[:, None] + fed.cumsum(-1) - 1,
+                            past_key_values=cache, use_cache=True).logits
+                logits = out[rows, (lens - 1).clamp(min=0)]
+                next_pos = next_pos + lens
     finally:
         model.train(was_training)
     return [s.out for s in seqs]
 
 
 def _advance(s: _Seq, sampled: int, encode, im_end: int, call_close: int, max_turns: int, max_tokens: int,
-             max_len: int) -> int:
-    """Take one token for `s` (a forced one if any is pending, else the sampled one), update its
-    rollout, and return the token to feed."""
+             max_len: int) -> list[int]:
+    """Take `s`'s next tokens (the pending forced response whole, else the sampled token), update
+    its rollout, and return the tokens to feed."""
     out = s.out
-    if s.forced:
-        tok = s.forced.popleft()
-        out.completion_ids.append(tok)
-        out.env_mask.append(0)
-        if not s.forced and len(out.prompt_ids) + len(out.completion_ids) >= max_len:
+    if s.forced:  # the tool's response, fed whole; what the model sampled meanwhile is dropped
+        toks = list(s.forced)
+        s.forced.clear()
+        out.completion_ids.extend(toks)
+        out.env_mask.extend([0] * len(toks))
+        if len(out.prompt_ids) + len(out.completion_ids) >= max_len:
             _finish(s, "max_len")
-        return tok
+        return toks
     tok = sampled
     out.completion_ids.append(tok)
     out.env_mask.append(1)
@@ -173,7 +176,7 @@ def _advance(s: _Seq, sampled: int, encode, im_end: int, call_close: int, max_tu
         call = parse_call(text)
         if call is None:
             _finish(s, "unreadable_call")
-            return tok
+            return [tok]
         content, name, arguments = call
         out.tool_calls += 1
         call_id = f"call_{out.tool_calls}"
@@ -193,7 +196,7 @@ def _advance(s: _Seq, sampled: int, encode, im_end: int, call_close: int, max_tu
         _finish(s, "max_tokens")
     elif len(out.prompt_ids) + len(out.completion_ids) >= max_len:
         _finish(s, "max_len")
-    return tok
+    return [tok]
 
 
 def _decode(s: _Seq) -> str:

@@ -43,7 +43,7 @@ class Scale:
 
 SCALES = {
     "gpu": Scale("gpu", hidden=256, layers=4, heads=8, mlp=768, max_len=1024, tuned_lr=1e-4, max_tokens_cap=96,
-                 batch_cap=256, difficulty=1),
+                 batch_cap=256, sft_eval_every=5, difficulty=1),
     "micro": Scale("micro", hidden=64, layers=2, heads=4, mlp=192, max_len=192, tuned_lr=1e-4, max_tokens_cap=40,
                    batch_cap=32, sft_lr=3e-3, sft_batch=32, sft_max_steps=1500, sft_eval_every=10, sft_items=4000,
                    dev_items=64, target=0.25, difficulty=1),

@@ -78,10 +78,10 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 EVAL_MAX_TURNS = 16  # the hidden-eval scorer's (trainergym.host.scorer.score)
 
 
-def eval_caps(scale) -> dict:
-    """How pre and post scores play an item: the scorer's turn limit and the scale's caps, whatever
+def eval_caps(base: Base) -> dict:
+    """How pre and post scores play an item: the scorer's turn limit and the base's caps, whatever
     the job asked for (a job's knobs shape its training, never its eval)."""
-    return dict(max_turns=EVAL_MAX_TURNS, max_tokens=scale.max_tokens_cap, max_len=scale.max_len)
+    return dict(max_turns=EVAL_MAX_TURNS, **base.caps())
 
 
 def check_reward(family_module: str, tasks: list[Task], completions: list[list[dict]]) -> list[float]:
@@ -110,9 +110,9 @@ def _one_seed(family_module: str, base: Base, scale_name: str, knobs, tasks, rew
     scale = get_scale(scale_name)
     torch.manual_seed(seed)
     model, tokenizer = base.load(device)
-    run = train_seed(model, tokenizer, family, tasks, reward, knobs, seed, device=device, max_len=scale.max_len,
+    run = train_seed(model, tokenizer, family, tasks, reward, knobs, seed, device=device, max_len=base.caps()["max_len"],
                      log=print if verbose else None)
-    post = accuracy(run.model, tokenizer, family, eval_rows, **eval_caps(scale))
+    post = accuracy(run.model, tokenizer, family, eval_rows, **eval_caps(base))
     return SeedResult(seed=seed, post=post, rewards=run.rewards, seconds=round(run.seconds, 2), rollouts=run.rollouts,
                       generation_seconds=round(run.generation_seconds, 2))
 
@@ -126,10 +126,11 @@ def train(job, base: Base, family, tasks: list[dict] | list[Task], reward: Rewar
     relative to `reference` (default: the family's reference job)."""
     started = time.time()
     scale = get_scale(base.scale)
-    knobs = map_knobs(job, reference if reference is not None else reference_table(family), scale)
+    knobs = map_knobs(job, reference if reference is not None else reference_table(family), scale,
+                      max_tokens_cap=base.caps()["max_tokens"])
     tasks = [t if isinstance(t, Task) else Task.from_row(t) for t in tasks]
     model, tokenizer = base.load(device)
-    pre = accuracy(model, tokenizer, family, eval_items, **eval_caps(scale))
+    pre = accuracy(model, tokenizer, family, eval_items, **eval_caps(base))
     del model
     args = [(family.__name__, base, scale.name, knobs, tasks, reward, eval_items, s, device, threads, verbose)
             for s in seeds]
