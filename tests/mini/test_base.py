@@ -23,15 +23,23 @@ def test_key_is_stable_and_covers_family_scale_config_and_seed():
 
 
 def test_find_base_wants_the_same_key(tmp_path):
-    calc = get_family("calc_chain")
-    assert mini_base.find_base(calc, "micro", 0, cache=tmp_path) is None
-    key = mini_base.base_key(calc, SCALES["micro"], 0)
-    stale = tmp_path / f"calc_chain-micro-{key[:16]}"
+    hop = get_family("multi_hop")  # no prebuilt base ships for it
+    assert mini_base.find_base(hop, "micro", 0, cache=tmp_path) is None
+    key = mini_base.base_key(hop, SCALES["micro"], 0)
+    stale = tmp_path / f"multi_hop-micro-{key[:16]}"
     stale.mkdir()
     (stale / "base.json").write_text(json.dumps({"key": "0" * 64}))
-    assert mini_base.find_base(calc, "micro", 0, cache=tmp_path) is None
+    assert mini_base.find_base(hop, "micro", 0, cache=tmp_path) is None
     (stale / "base.json").write_text(json.dumps({"key": key}))
-    assert mini_base.find_base(calc, "micro", 0, cache=tmp_path).path == stale
+    assert mini_base.find_base(hop, "micro", 0, cache=tmp_path).path == stale
+
+
+def test_the_shipped_micro_base_is_current(tmp_path):
+    """The prebuilt calc_chain micro base matches this code's key: a change to a keyed module
+    needs `build_base(calc_chain, "micro")` and the result copied to trainergym/mini/data."""
+    found = mini_base.find_base(get_family("calc_chain"), "micro", 0, cache=tmp_path)
+    assert found is not None and found.path.parent == mini_base.MINI_DIR / "data"
+    assert 0.15 <= found.info["dev_accuracy"] <= 0.5
 
 
 def test_warmup_reads_the_public_stream_only(monkeypatch):
