@@ -63,6 +63,15 @@ if os.environ.get("CI") == "true":
             report.outcome = "failed"
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects
+def pytest_collection_modifyitems(items):
+    """A test of prime-rl's stack is marked `stack`: a bare clone cannot build it offline (the first
+    tier skips it), and CI's second tier runs it once `trainergym stack --build` has."""
+    for item in items:
+        if "pinned_stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.stack)
+
+
 @pytest.fixture(scope="session")
 def pinned_stack():
     """prime-rl's stack (its verifiers and config classes) built from the pin's wheels. Skipped

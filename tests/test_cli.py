@@ -19,6 +19,7 @@ def episode(tmp_path, *args):
     return out.stdout
 
 
+@pytest.mark.slow
 def test_reference_beats_naive_by_point_two_for_seeds_1_to_5(tmp_path):
     for seed in range(1, 6):
         ref = json.loads(episode(tmp_path, "--family", "calc_chain", "--agent", "reference", "--json", "--seed", str(seed)))
@@ -30,6 +31,7 @@ def test_reference_beats_naive_by_point_two_for_seeds_1_to_5(tmp_path):
             assert (run / name).is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["multi_hop", "string_pipeline", "ledger", "dispatch", "triage"])
 def test_reference_beats_naive_on_every_family(tmp_path, family):
     ref = json.loads(episode(tmp_path, "--family", family, "--agent", "reference", "--json"))

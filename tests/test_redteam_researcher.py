@@ -36,6 +36,8 @@ from trainergym.env.core import AsyncTrainerEnv
 from trainergym.paths import data_dir
 from trainergym.task import baselines
 
+pytestmark = pytest.mark.slow  # the second tier (docs/testing.md)
+
 FAMILY = "calc_chain"
 INSTALL_SECRET_PREFIX = "1757a11c0ffee5ec7e70f7e57ea1e0d0"  # tests/conftest.py pins both secrets
 HIDDEN_SEED = "7e57c0ffee5eed0f0a1e09e05c17e00d"

@@ -22,9 +22,12 @@ import pytest
 
 from trainergym.agents.reference import reference_job_files
 from trainergym.task.spec import TaskSpec, family_task
+from tests.marks import extra_reason
 
 pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("openenv") is None, reason="needs the openenv extra"),
+    pytest.mark.slow,
+    pytest.mark.extras,
+    pytest.mark.skipif(importlib.util.find_spec("openenv") is None, reason=extra_reason("the OpenEnv red team", "openenv")),
 ]
 
 FAMILY = "calc_chain"

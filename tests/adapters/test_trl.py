@@ -199,6 +199,7 @@ def fit(model, sequences: list[tuple[list[int], list[int]]], max_steps: int = 40
     return step, loss.item()
 
 
+@pytest.mark.slow
 def test_grpo_trainer_runs_episodes_and_logs_the_env_rewards(tmp_path):
     """Two GRPO steps of TRL's own trainer, one prompt of 2 rollouts each: calc_chain (where the
     fitted calls validate and the job trains) and multi_hop (where calc_chain's job cannot pass

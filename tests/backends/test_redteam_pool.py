@@ -21,6 +21,8 @@ from trainergym.infra.costs import Ledger
 from trainergym.infra.pool import AuthError, PodPool, PoolConfig, ProviderError, Rung
 from trainergym.infra.queue import JobQueue
 
+pytestmark = pytest.mark.slow  # the second tier (docs/testing.md)
+
 MODEL = "Qwen/Qwen3-1.7B"
 LADDER = (Rung("NVIDIA RTX A5000"), Rung("NVIDIA A40"), Rung("NVIDIA GeForce RTX 4090"), Rung("NVIDIA RTX A6000"))
 LEASE = 600.0

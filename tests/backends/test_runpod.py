@@ -73,6 +73,7 @@ FAULTS = ["never_boot", "http_errors", "opaque_create", "orphan_create", "termin
           "stale_catalog", "throttled", "list_lag", "rate_unknown", "substitute"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", FAULTS)
 def test_faults_end_with_every_job_done_once_and_nothing_billing(fleet, fleet_api, tmp_path, task, reference_files, fault):
     world, backend = fleet

@@ -10,9 +10,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.jobs import bundles
 from trainergym.infra.queue import JobQueue
 
+pytestmark = pytest.mark.slow
 HERE = Path(__file__).parents[1] / "fakes"
 
 

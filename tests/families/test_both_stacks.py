@@ -44,7 +44,7 @@ print(json.dumps({"verifiers": version("verifiers"),
 """
 
 
-@pytest.fixture(params=["prime-rl", "library"])
+@pytest.fixture(params=[pytest.param("prime-rl", marks=pytest.mark.stack), "library"])
 def runtime(request):
     """The stack under test, made the probe's for the test."""
     chosen = request.getfixturevalue("pinned_stack") if request.param == "prime-rl" else stack_env.library()

@@ -31,6 +31,8 @@ from trainergym.host.runner import Commands, Runner
 from trainergym.paths import data_dir
 from trainergym.task import hidden
 
+pytestmark = pytest.mark.slow  # the second tier (docs/testing.md)
+
 BASE = "Qwen/Qwen3-1.7B"
 ITEMS = [ex.model_dump() for ex in hidden.hidden_eval("calc_chain", 6)]
 REFUSED = {"EACCES", "EPERM", "EROFS", "ENOENT"}  # ENOENT: hidden from it (an empty tmpfs in its place)

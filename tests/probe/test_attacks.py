@@ -24,7 +24,8 @@ from trainergym.probe.sandbox import UID_RANGE, Sandbox
 from trainergym.task.spec import families
 
 MODES = [m for m in ("bwrap", "namespaces") if Sandbox(mode=m).kind == m]
-pytestmark = pytest.mark.skipif(not MODES, reason="no sandbox mode works here (install bubblewrap)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not MODES, reason="no sandbox mode works here (install bubblewrap)")]
 
 
 @pytest.fixture(params=MODES)
