@@ -19,6 +19,13 @@ def files(tmp_path_factory):
     return root
 
 
+def _mini(says: str) -> str:
+    """What a mini command says: `says` where the mini extra is installed, else that it is needed."""
+    import importlib.util
+
+    return says if importlib.util.find_spec("trl") else "the mini backend needs the mini extra: uv sync --extra mini"
+
+
 CASES = [  # (arguments, what the message must say)
     (["episode", "--family", "nosuch"], "unknown family 'nosuch'; installed: calc_chain"),
     (["episode", "--task", "{root}/missing.toml"], "missing.toml does not exist"),
@@ -27,6 +34,11 @@ CASES = [  # (arguments, what the message must say)
     (["episode", "--family", "calc_chain", "--task", "{root}/bad.toml"], "give --task or --family, not both"),
     (["episode", "--agent", "nosuch"], "nosuch"),
     (["episode", "--backend", "nosuch"], "unknown backend 'nosuch'"),
+    (["episode", "--base-model", "{root}/job"], "--base-model is the mini backend's (--backend mini), not mock's"),
+    (["episode", "--backend", "mini", "--base-model", "{root}/job"], _mini("is not a Hugging Face model directory")),
+    (["worker", "--backend", "mini"], "the mini backend trains in the process that runs the episode"),
+    (["mini", "build-base", "--family", "nosuch"], _mini("unknown family 'nosuch'")),
+    (["mini", "build-base", "--family", "calc_chain", "--scale", "huge"], _mini("unknown mini scale 'huge'")),
     (["episode", "--runs-dir", "/proc/runs"], "--runs-dir /proc/runs cannot be created"),
     (["episode", "--agent", "llm", "--prices", "{root}/missing.toml"], "--prices {root}/missing.toml cannot be read"),
     (["episode", "--agent", "llm", "--budget-usd", "-1"], "--budget-usd"),

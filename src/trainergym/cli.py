@@ -16,6 +16,7 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from trainergym.env.transcript import printable
+from trainergym.job.result import source_label
 from trainergym.paths import data_dir
 
 
@@ -66,7 +67,10 @@ TASK = typer.Option(None, help="task file (e.g. examples/tasks/calc_chain.toml)"
 FAMILY = typer.Option(None, help="family id, when no task file is given")
 AGENT = typer.Option("reference", help="reference | naive | llm")
 BACKEND = typer.Option("mock", help="mock (a surrogate, no GPU) | local (this host's GPUs) | runpod (rented pods; "
-                                            "jobs run once `trainergym worker --backend runpod` drains the queue)")
+                                            "jobs run once `trainergym worker --backend runpod` drains the queue) | "
+                                            "mini (real GRPO of a tiny model here, on a GPU or the CPU; extra mini)")
+BASE_MODEL = typer.Option(None, "--base-model", help="mini backend: a local Hugging Face model directory to train "
+                                                     "instead of the family's mini base")
 RUNS_DIR = typer.Option(Path("runs"), help="where runs/<episode-id>/ are written")
 JSON = typer.Option(False, "--json", help="print one JSON object")
 REWARD_NOISE = typer.Option(True, "--reward-noise/--no-reward-noise",
@@ -163,6 +167,9 @@ def _backend(name: str, worker: bool = False, **options):
 
     if name == "fleet" and not worker:
         raise _usage_error("the fleet backend is the worker's simulated fleet: use `trainergym worker --backend mock`")
+    if options.get("base_model") is not None and name != "mini":
+        raise _usage_error(f"--base-model is the mini backend's (--backend mini), not {name}'s")
+    options = {k: v for k, v in options.items() if not (k == "base_model" and v is None)}
     try:
         return make_backend(name, **options)
     except (ValueError, BackendUnavailable) as e:
@@ -194,6 +201,7 @@ def episode(
     as_json: bool = JSON,
     model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
     budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
+    base_model: Optional[Path] = BASE_MODEL,
 ) -> None:
     """Run one episode and show its reward breakdown (and, for the llm agent, tokens and dollars)."""
     from trainergym.agents import run_episode
@@ -202,7 +210,8 @@ def episode(
     options = _options(task, family)
     the_agent = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)()
     runs_dir = _writable_dir(runs_dir, "--runs-dir")
-    env = AsyncTrainerEnv(backend=_backend(backend, seed=seed), runs_dir=runs_dir, reward_noise=reward_noise)
+    env = AsyncTrainerEnv(backend=_backend(backend, seed=seed, base_model=base_model), runs_dir=runs_dir,
+                          reward_noise=reward_noise)
     try:
         with _working(f"episode running ({agent} agent, {backend} backend)"):
             info = asyncio.run(run_episode(env, the_agent, seed=seed, options=options))
@@ -231,7 +240,7 @@ def episode(
     table.add_column("value", justify="right")
     table.add_column("source")
     fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-    src = res.get("source", "-")
+    src = source_label(res.get("source"), res.get("scale")) or "-"
     table.add_row("validation", fmt(r["validation"]), f"attempt {ep.valid_on_attempt or '-'} of {ep.attempts}")
     table.add_row("post (hidden eval)", fmt(r["post"]), src if r.get("reward_noise", True) else f"{src}, expected")
     if r.get("post_expected") is not None and r.get("reward_noise", True):
@@ -271,14 +280,14 @@ def _say_sources(sources: list[str]) -> None:
 
 
 def _run_many(make, backend: str, n: int, options, concurrency: int, max_gpu_jobs: int, seed: int, runs_dir: Path,
-              reward_noise: bool = True, meta: dict | None = None):
+              reward_noise: bool = True, meta: dict | None = None, base_model: Optional[Path] = None):
     """Run the batch into a fresh `runs_dir/batch-<id>/` and write its summary there; returns the
     summaries and the batch folder."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from trainergym.agents.batch import new_batch_dir, run_many, write_summary
 
-    chosen = _backend(backend, seed=seed)
+    chosen = _backend(backend, seed=seed, base_model=base_model)
     batch_dir = new_batch_dir(_writable_dir(runs_dir, "--runs-dir"))
     # On stderr, so that stdout holds only the table or the JSON (`batch --json | jq` works).
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -310,6 +319,7 @@ def batch(
     as_json: bool = JSON,
     model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
     budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
+    base_model: Optional[Path] = BASE_MODEL,
 ) -> None:
     """Run many episodes concurrently, with a cap on GPU jobs in flight, and a progress view."""
     import dataclasses
@@ -318,7 +328,7 @@ def batch(
     make = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)
     started = time.perf_counter()
     summaries, batch_dir = _run_many(make, backend, n, _options(task, family), concurrency, max_gpu_jobs, seed, runs_dir,
-                                     reward_noise, meta={"agent": _agent_label(agent, model)})
+                                     reward_noise, meta={"agent": _agent_label(agent, model)}, base_model=base_model)
     minutes = (time.perf_counter() - started) / 60
     from trainergym.agents.batch import held_out_table
 
@@ -359,6 +369,7 @@ def eval_agent(
     as_json: bool = JSON,
     model: Optional[str] = MODEL, base_url: Optional[str] = BASE_URL, api_key_env: Optional[str] = API_KEY_ENV,
     budget_usd: Optional[float] = BUDGET, stream: bool = STREAM, prices: Optional[Path] = PRICES,
+    base_model: Optional[Path] = BASE_MODEL,
 ) -> None:
     """Evaluate an agent on one family: the original's held-out table."""
     from trainergym.agents.batch import held_out_table
@@ -367,7 +378,7 @@ def eval_agent(
     fam = get_family(_task(None, family).family)
     make = _agent_factory(agent, model, base_url, api_key_env, budget_usd, stream, prices)
     summaries, batch_dir = _run_many(make, backend, n, {"family": family}, concurrency, max_gpu_jobs, seed, runs_dir,
-                                     reward_noise, meta={"agent": _agent_label(agent, model)})
+                                     reward_noise, meta={"agent": _agent_label(agent, model)}, base_model=base_model)
     out = {"family": family, "held_out": fam.HELD_OUT, "agent": agent, "backend": backend, **held_out_table(summaries),
            "batch_dir": str(batch_dir)}
     if as_json:
@@ -418,9 +429,9 @@ def show(
         out.print(Rule("the job (workspace/job.toml)"))
         out.print(Syntax(printable(job.read_text(errors="replace")), "toml", theme="ansi_dark"))
     if result is not None:
-        out.print(Rule(f"the job's result ({result.get('source', '?')})"))
+        out.print(Rule(f"the job's result ({source_label(result.get('source'), result.get('scale')) or '?'})"))
         keep = ("status", "failure", "failed_phase", "failure_detail", "pre", "post", "eval_n", "train_seconds",
-                "steps_done", "gpu", "gpu_count", "cost_usd", "source")
+                "steps_done", "gpu", "gpu_count", "cost_usd", "source", "scale")
         out.print(printable("\n".join(f"{k}: {result[k]}" for k in keep if result.get(k) is not None)), markup=False)
     if reward is not None:
         out.print(Rule("the reward"))
@@ -675,7 +686,8 @@ def jobs(
     for col in ("id", "task", "state", "attempts", "owner", "post / reason"):
         table.add_column(col)
     for j in rows:
-        outcome = "" if j.result is None else (f"{j.result.post}" if j.state == "done" else j.result.failure_reason or "")
+        outcome = "" if j.result is None else (f"{j.result.post} ({j.result.source_label})" if j.state == "done"
+                                               else j.result.failure_reason or "")
         table.add_row(j.id, j.task_id, j.state, f"{j.attempts}/{j.max_attempts}", j.owner or "", outcome)
     console.print(table)
 
@@ -696,6 +708,9 @@ def worker(
     """Drain the job queue on GPUs, with a live view of pods and jobs."""
     from rich.live import Live
 
+    if backend == "mini":
+        raise _usage_error("the mini backend trains in the process that runs the episode, not from the queue: use "
+                           "`trainergym episode|batch|eval-agent --backend mini` (worker: runpod, local, mock)")
     if backend not in ("runpod", "local", "mock"):
         raise _usage_error(f"unknown worker backend {backend!r}; available: runpod, local, mock")
     _queue(db)  # a --db in a missing directory is refused before any pod is rented
@@ -855,7 +870,7 @@ def stack_command(
 @app.command("doctor")
 def doctor(
     as_json: bool = JSON,
-    backend: Optional[str] = typer.Option(None, help="also exit 1 when this host misses what `--backend local|runpod` "
+    backend: Optional[str] = typer.Option(None, help="also exit 1 when this host misses what `--backend local|runpod|mini` "
                                                      "needs to train"),
     workdir: Optional[Path] = typer.Option(None, help="the local worker's work directory to check (default: its own)"),
 ) -> None:
@@ -868,6 +883,65 @@ def doctor(
     except ValueError as e:  # an unknown TRAINERGYM_SANDBOX
         raise _usage_error(str(e)) from None
     raise typer.Exit(status)
+
+
+mini_app = typer.Typer(cls=_OneLineErrors, add_completion=False, no_args_is_help=True,
+                       help="The mini backend's base models: tiny Qwen3s warmed up per family (extra mini).")
+app.add_typer(mini_app, name="mini")
+
+
+@mini_app.command("build-base")
+def mini_build_base(
+    family: str = typer.Option(..., help="family id, e.g. calc_chain"),
+    scale: str = typer.Option("micro", help="micro (CPU-sized) | gpu (the prototype's size, for a GPU)"),
+    device: Optional[str] = typer.Option(None, help="torch device: cuda, cuda:N or cpu (default: cuda when present)"),
+    force: bool = typer.Option(False, "--force", help="build again even when the cache holds this key"),
+    eval_n: Optional[int] = typer.Option(None, min=1, max=200, help="hidden-eval items the pre score is measured on "
+                                                                  "(default: every one at the scale's difficulty)"),
+    as_json: bool = JSON,
+) -> None:
+    """Warm up (or find cached) the family's mini base model at a scale, on its public
+    distribution only; print its content key, where it is, and its pre score on the hidden eval."""
+    import time
+
+    from trainergym.backends.mini import detect_device, eval_rows, missing_extra
+
+    if why := missing_extra():
+        raise _usage_error(why)
+    spec = _task(None, family)
+    from trainergym.mini import train as mini_train
+    from trainergym.mini.base import build_base, find_base
+    from trainergym.mini.rollout import accuracy
+    from trainergym.mini.scale import get_scale
+    from trainergym.task.spec import get_family
+
+    try:
+        get_scale(scale)
+    except ValueError as e:
+        raise _usage_error(str(e)) from None
+    fam = get_family(spec.family)
+    device = device or detect_device()
+    if device.startswith("cuda") and detect_device() != "cuda":
+        raise _usage_error(f"--device {device}: torch sees no GPU here; use --device cpu (and --scale micro)")
+    err = Console(stderr=True)
+    started = time.time()
+    cached = None if force else find_base(fam, scale)
+    with _working(f"building the {scale} base of {fam.ID} on {device}"):
+        base = cached or build_base(fam, scale, device=device, force=force, log=lambda m: err.print(m, markup=False))
+        model, tokenizer = base.load(device)
+        rows = eval_rows(fam.ID, scale, eval_n)
+        pre = accuracy(model, tokenizer, fam, rows, **mini_train.eval_caps(base))
+    out = {"family": fam.ID, "scale": scale, "key": base.key, "path": str(base.path), "cached": cached is not None,
+           "pre": round(pre, 4), "eval_n": len(rows), "source": "measured (mini scale)", "device": device,
+           "seconds": round(time.time() - started, 1), "dev_accuracy": base.info.get("dev_accuracy"),
+           "steps": base.info.get("steps")}
+    if as_json:
+        print(json.dumps(out))
+        return
+    console.print(f"{fam.ID} {scale} base {base.key} ({'cached' if cached else 'built'}, {out['seconds']:.0f} s): "
+                  f"pre {pre:.3f} on {len(rows)} hidden-eval items at the scale's difficulty [measured (mini scale)]; "
+                  f"at {base.path}",
+                  markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("gpu-bench")

@@ -26,7 +26,11 @@ from rich.table import Table
 
 from trainergym.paths import PACKAGE_DATA, data_dir, default_workdir
 
-BACKENDS = ("local", "runpod")  # what `run(backend=...)` can be asked to check for
+BACKENDS = ("local", "runpod", "mini")  # what `run(backend=...)` can be asked to check for
+# Minutes one mini job of the reference's size takes at the default scale and seeds (docs/backends.md,
+# "mini"): on the CPU, 2 seeds at the micro scale, measured on a 2-core host; on a GPU, 8 seeds at the
+# gpu scale side by side, the issue's H200 prototype (a slower GPU takes longer).
+MINI_MINUTES = {"cpu": 6, "cuda": 5}
 # Free disk the local worker's work directory should have. An estimate, not a measurement: prime-rl's
 # checkout and its venv (torch, vLLM), the scorer's venv, the base model, a job's checkpoints. The
 # Runpod pods the pool rents get the same (`container_disk_gb=60` in trainergym.infra.runpod_graphql).
@@ -288,6 +292,24 @@ def runpod_checks(environ: Mapping[str, str] = os.environ) -> list[Check]:
     return checks
 
 
+def mini_check() -> Check:
+    """Whether the mini backend can train here, on a GPU or the CPU, and how long a job takes."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "transformers", "trl", "datasets") if importlib.util.find_spec(m) is None]
+    if missing:
+        return Check("mini", "missing", f"{', '.join(missing)} not installed", "the mini backend needs the mini extra: "
+                     "uv sync --extra mini", ("mini",))
+    import torch
+
+    if torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0)
+        return Check("mini", "ok", f"trains on the GPU ({name}) at the gpu scale, 8 seeds side by side: about "
+                     f"{MINI_MINUTES['cuda']} min per job on an H200", needed_for=("mini",))
+    return Check("mini", "ok", f"no GPU for torch: trains on the CPU ({os.cpu_count()} cores) at the micro scale, 2 seeds "
+                 f"one after another: about {MINI_MINUTES['cpu']} min per reference-sized job", needed_for=("mini",))
+
+
 def host_checks(built, workdir: Path | None = None, environ: Mapping[str, str] = os.environ) -> list[Check]:
     """Every training check, in the order they are printed. `built` is the probe's stack
     (`stack_env.ensure()`); `workdir` the local worker's (default `paths.default_workdir()`, as
@@ -296,7 +318,7 @@ def host_checks(built, workdir: Path | None = None, environ: Mapping[str, str] =
     confinement, trainer_uid = confinement_check(environ)
     traverse = workdir_check(workdir, trainer_uid)
     return [*gpu_checks(environ), disk_check(workdir), *([traverse] if traverse else []), uv_check(), confinement,
-            stack_check(built), *runpod_checks(environ)]
+            stack_check(built), *runpod_checks(environ), mini_check()]
 
 
 def ready(checks: list[Check], backend: str) -> list[str]:

@@ -43,7 +43,7 @@ class EpisodeSummary:
     note: str | None
     seconds: float
     usd: float | None = None  # the agent's metered spend, when it has one
-    source: str | None = None  # where the job's post score came from: measured | surrogate (None: no job ran)
+    source: str | None = None  # where the job's post score came from: measured | measured (mini scale) | surrogate (None: no job ran)
     error: str | None = None  # the episode crashed (the agent's endpoint failed for good, ...)
     family: str = ""
     terms: dict = field(default_factory=dict)  # the reward's terms (validation, post, best_pre, uplift, ...)
@@ -73,7 +73,7 @@ async def run_many(make_agent: Callable[[], Agent], backend: Backend, n: int, op
                 summary = EpisodeSummary(ep.id, ep.task.id, seed + i, r["total"], ep.valid_on_attempt is not None,
                                          ep.result is not None and ep.result.status == "succeeded", ep.turns, note,
                                          time.perf_counter() - started, getattr(getattr(agent, "usage", None), "usd", None),
-                                         ep.result.source if ep.result else None, error=info.get("crashed"),
+                                         ep.result.source_label if ep.result else None, error=info.get("crashed"),
                                          family=ep.task.family, terms={k: r.get(k) for k in TERMS},
                                          gpu_usd=ep.result.cost_usd if ep.result else None, run_dir=str(env.run_path))
             except Exception as e:  # noqa: BLE001 - one broken episode must not sink the batch

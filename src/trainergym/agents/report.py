@@ -44,7 +44,8 @@ _TINKER_SHARED_TAGS = {"all", "trainergym"}  # every group carries "trainergym":
 TRL_TRAIN_KEY = "reward"
 _TRL_HELD_OUT = re.compile(r"^eval_(?:.+_)?reward$")
 
-SOURCE_WORDS = {"measured": "measured (trained and scored)", "surrogate": "surrogate (the mock backend, not training)"}
+SOURCE_WORDS = {"measured": "measured (trained and scored)", "surrogate": "surrogate (the mock backend, not training)",
+                "measured (mini scale)": "measured (mini scale: a tiny model trained and scored, not a full-scale run)"}
 
 
 class ReportError(ValueError):
@@ -564,7 +565,8 @@ def plot_cost(rows: list[dict]) -> Plot:
     gpu = {"measured": [], "surrogate": [], "unknown": []}
     for r in rows:
         g = _num(r.get("gpu_usd")) or 0.0
-        kind = r.get("source") if r.get("source") in ("measured", "surrogate") else "unknown"
+        source = "measured" if str(r.get("source") or "").startswith("measured") else r.get("source")  # mini scale too
+        kind = source if source in ("measured", "surrogate") else "unknown"
         for k in gpu:
             gpu[k].append(g if k == kind else 0.0)
     fig = _figure(_width(len(rows)))

@@ -59,9 +59,6 @@ REWARD_CALL_SECONDS = 10.0  # CPU seconds one reward call may take in the child 
 SESSION_CPU_BASE = 120.0  # CPU seconds of a confined session: import and load, plus ...
 SESSION_CPU_PER_ROLLOUT = 0.02  # ... this per rollout it scores (measured: ~2 ms; ten times that)
 NOTE_KINDS = 8  # distinct reward notes kept per job
-# Minutes per job, for `trainergym doctor` (docs/backends.md, "mini"): the reference job's knobs at
-# the default seeds; CPU measured on a 2-core host under load, GPU from the issue's H200 prototype.
-EXPECTED_MINUTES = {"cpu": 6.0, "cuda": 5.0}
 
 
 def missing_extra() -> str | None:
@@ -96,6 +93,19 @@ def gpu_price(name: str) -> float:
         if alias in name:
             return gpus.list_price(alias)
     return 0.0
+
+
+def eval_rows(family_id: str, scale: str, n: int | None = None) -> list[dict]:
+    """The hidden-eval items a mini job is scored on: those at the scale's difficulty level when it
+    fixes one (a micro-scale model is warmed up at level 1, and longer items do not fit its context;
+    calc_chain has 58 such items of 200), the first `n` of them. Library-side only: these never reach
+    the job's code."""
+    from trainergym.mini.scale import get_scale
+
+    level = get_scale(scale).difficulty
+    rows = [ex.model_dump() for ex in hidden.hidden_eval(family_id)]
+    rows = [r for r in rows if level is None or r.get("difficulty") in (None, level)]
+    return rows[:n] if n else rows
 
 
 def to_probe_rollout(messages: list[dict]) -> dict:
@@ -161,7 +171,12 @@ class _Session:
         self.end = end
         self._answers.put(None)
 
-    def _follow(self, answer: dict) -> dict | None:
+    def _follow(self, answer: dict | str) -> dict | None:
+        if isinstance(answer, str):  # the sandbox relays an answer's JSON text (or, before, the parsed answer)
+            try:
+                answer = json.loads(answer)
+            except ValueError:
+                answer = {"error": "the answer was not JSON"}
         self._answers.put(answer)
         return self._requests.get()  # None: done
 
@@ -198,7 +213,8 @@ def _rows(answer: dict, cap: int) -> list[dict]:
     prompt, answer, world, system prompt; ValueError when it is not a load answer."""
     if not isinstance(answer, dict) or answer.get("stage") != "loaded":
         error = answer.get("error") if isinstance(answer, dict) else None
-        raise ValueError(f"the job's taskset did not load in the sandbox ({(answer or {}).get('stage', '?')}): "
+        stage = answer.get("stage", "?") if isinstance(answer, dict) else "?"
+        raise ValueError(f"the job's taskset did not load in the sandbox ({stage}): "
                          f"{str(error or 'no answer')[-600:]}")
     tasks = answer.get("tasks")
     if not isinstance(tasks, list) or not tasks:
@@ -329,7 +345,7 @@ class MiniBackend:
         self.scale = scale or SCALE[kind]
         get_scale(self.scale)  # ValueError for an unknown one
         self.seeds = seeds or SEEDS[kind]
-        self.eval_n = min(eval_n or hidden.HIDDEN_EVAL_SIZE, hidden.HIDDEN_EVAL_SIZE)
+        self.eval_n = eval_n  # None: every hidden-eval item at the scale's difficulty
         self.base_model = Path(base_model) if base_model else None
         self.seed = seed
         self._gate = threading.Semaphore(max(1, max_jobs))
@@ -402,6 +418,7 @@ class MiniBackend:
 
     def run(self, bundle: JobBundle, task: TaskSpec, job_id: str = "", notes: Path | None = None) -> RunResult:
         """Train `bundle` for `task` now, in this thread, and return its result."""
+        from trainergym.mini.scale import get_scale
         from trainergym.mini.train import train
 
         started = time.time()
@@ -423,9 +440,9 @@ class MiniBackend:
             base = self.base(family)
             base_label = str(self.base_model) if self.base_model else f"mini-{self.scale}/{family.ID}@{base.key[:12]}"
             # The hidden eval stays in this process: the engine scores pre and post here.
-            eval_rows = [ex.model_dump() for ex in hidden.hidden_eval(task.family)[:self.eval_n]]
+            rows_eval = eval_rows(task.family, self.scale, self.eval_n)
             seeds = [self.seed + i for i in range(self.seeds)]
-            mini = train(bundle.job.model_dump(), base, family, rows, reward, eval_rows, seeds=seeds, device=self.device)
+            mini = train(bundle.job.model_dump(), base, family, rows, reward, rows_eval, seeds=seeds, device=self.device)
         except Cancelled:
             return self._failed(bundle, job_id, FailureReason.CANCELLED, wall_seconds=round(time.time() - started, 1))
         except Exception as e:  # noqa: BLE001 - the engine failed on this job: one line, the job's failure
@@ -450,7 +467,7 @@ class MiniBackend:
             "scale": mini.scale, "device": mini.device, "base_key": mini.base_key, "base": base_label,
             "base_source": (base.info or {}).get("source", "cache"), "seeds": [s.seed for s in mini.seeds],
             "posts": [s.post for s in mini.seeds], "post_mean": mini.post_mean, "post_se": mini.post_se, "n": mini.n,
-            "eval_items": mini.n_eval, "unhonoured": mini.unhonoured, "knobs": mini.knobs,
+            "eval_items": mini.n_eval, "eval_difficulty": get_scale(self.scale).difficulty, "unhonoured": mini.unhonoured, "knobs": mini.knobs,
             "reward_curves": {str(s.seed): s.rewards for s in mini.seeds},
             "rollouts": sum(s.rollouts for s in mini.seeds), "seed_seconds": [s.seconds for s in mini.seeds],
             "job_tasks": len(rows), "reward_confinement": reward.confinement, "reward_notes": reward_notes,
@@ -474,7 +491,3 @@ class MiniBackend:
         Ledger().record("gpu", usd, "list price" if priced else "measured", episode=bundle.manifest.episode_id or None,
                         note=f"mini job {job_id}: {note}")
 
-
-def expected_job_minutes(device: str) -> float:
-    """Minutes a reference-sized job takes here at the default scale and seeds (doctor's figure)."""
-    return EXPECTED_MINUTES["cuda" if device.startswith("cuda") else "cpu"]
