@@ -154,10 +154,10 @@ def _advertised(servers: list) -> dict:
     return tools
 
 
-def _trace(vf, task, calls: list[dict], reply: str | None, ident: tuple[str, str] | None = None):
+def _trace(vf, task, calls: list[dict], reply: str | None, about=None, agent=None):
     """A finished rollout for `task`: the prompt, the given tool calls and results, then a
-    final assistant reply (None: an untouched trace with no model turn at all). `ident` is the
-    task's (key, hash), when the caller has them already."""
+    final assistant reply (None: an untouched trace with no model turn at all). `about` (the
+    task's `vf.TraceTask`) and `agent` (`vf.AgentInfo`) may be given, made once for many."""
     from verifiers.v1.graph import MessageNode
 
     nodes = []
@@ -170,16 +170,22 @@ def _trace(vf, task, calls: list[dict], reply: str | None, ident: tuple[str, str
             nodes.append(MessageNode(parent=len(nodes) - 1, message=vf.AssistantMessage(content="", tool_calls=[tc]), sampled=True))
             nodes.append(MessageNode(parent=len(nodes) - 1, message=vf.ToolMessage(tool_call_id=tc.id, content=call["result"], name=call["tool"])))
         nodes.append(MessageNode(parent=len(nodes) - 1, message=vf.AssistantMessage(content=reply), sampled=True))
-    key, digest = ident or (task.key, task.hash)
-    return vf.Trace(
-        task=vf.TraceTask(type=type(task).__name__, data=task.data, key=key, hash=digest),
-        agent=vf.AgentInfo(config=vf.AgentConfig(), name="rollout", trainable=False),
-        nodes=nodes,
-    )
+    return vf.Trace(task=_about(vf, task) if about is None else about, agent=_agent(vf) if agent is None else agent,
+                    nodes=nodes)
 
 
-async def _reward(vf, task, calls, reply, timeout: float, ident: tuple[str, str] | None = None) -> tuple[float | None, str | None]:
-    trace = _trace(vf, task, calls, reply, ident)
+def _about(vf, task):
+    """The task as a trace records it."""
+    return vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash)
+
+
+def _agent(vf):
+    """The agent as a probe rollout's trace records it."""
+    return vf.AgentInfo(config=vf.AgentConfig(), name="rollout", trainable=False)
+
+
+async def _reward(vf, task, calls, reply, timeout: float, about=None, agent=None) -> tuple[float | None, str | None]:
+    trace = _trace(vf, task, calls, reply, about, agent)
     try:
         await asyncio.wait_for(task.score(trace), timeout)
     except Exception as e:  # noqa: BLE001 - a raising reward is a finding, not a crash
@@ -202,9 +208,11 @@ async def answer(job: Job, req: dict) -> dict:
     if req["op"] == "score":
         rewards, errors = [], []
         tasks = [job.task(t["base"], t["data"]) for t in req["tasks"]]
-        idents = [(task.key, task.hash) for task in tasks]  # once per task, not per rollout
+        # Once per task and per request, not per rollout: what every trace of a task records of it
+        # (its data, key and hash) and of the agent.
+        abouts, agent = [_about(vf, task) for task in tasks], _agent(vf)
         for r in req["rollouts"]:
-            value, error = await _reward(vf, tasks[r["task"]], r["calls"], r["reply"], timeout, idents[r["task"]])
+            value, error = await _reward(vf, tasks[r["task"]], r["calls"], r["reply"], timeout, abouts[r["task"]], agent)
             rewards.append(value)
             errors.append(error)
         return {"rewards": rewards, "errors": errors}
