@@ -41,6 +41,7 @@ from __future__ import annotations
 import ast
 import atexit
 import contextlib
+import copy
 import functools
 import hashlib
 import json
@@ -50,8 +51,9 @@ import random
 import secrets
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple
 
@@ -197,6 +199,94 @@ class ConfigAnswer(_Answer):
     error: str | None = Field(None, max_length=2000)
 
 
+# --- what the library keeps between probes ---------------------------------------------------
+# A job's data, read: the load answer parsed, and what the family's code and the leakage check
+# made of it. It is a function of the answer's exact text, the family and task, and the secrets
+# (the verified sample is keyed by the installation secret, the leakage check by the hidden
+# eval), and is kept under all of them: a job can only ever find the reading of its own answer,
+# as the library made it. Bounded by the answers' size (their reading holds some 8x that).
+READINGS_CHARS = 12 << 20
+READINGS_MAX = 8
+
+
+@dataclass(frozen=True)
+class _Reading:
+    first: dict
+    loaded: Loaded
+    rows: list[dict]
+    solved: list[dict | None]
+    canon: list[str | None]
+    sampled: int
+    readable: int
+    verified: tuple[int, ...]
+    why: dict[int, str]
+    task_skills: tuple[set[str], ...]
+    task_shapes: tuple[set[str], ...]
+    task_mistakes: tuple[set[str], ...]
+    leaks: tuple[int, ...]
+    size: int
+
+
+_READINGS: OrderedDict[tuple, _Reading] = OrderedDict()
+_readings_lock = threading.Lock()
+
+
+def _reading_key(task: TaskSpec, text: str) -> tuple:
+    """What a reading of the load answer `text` depends on: the family and the whole task, both
+    secrets, the answer's exact text."""
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    secret = hashlib.sha256(f"{hidden.secret_seed()}\0{hidden.install_secret()}".encode()).hexdigest()
+    return task.family, hashlib.sha256(task.model_dump_json().encode()).hexdigest(), secret, digest
+
+
+@functools.cache
+def _probe_bank(family: str, key: str) -> tuple[tuple[dict, dict, tuple[str, ...]], ...]:
+    """The probe items of `family` under the probe key `key` (`hidden.probe_items`): each row, the
+    family solver's rollout and up to three of its plain wrong answers. Trusted code on trusted
+    items, the same for every probe of this installation: made once."""
+    fam = get_family(family)
+    out = []
+    for ex in hidden.probe_items(family, PROBE_ITEMS):
+        row = ex.model_dump()
+        out.append((row, fam.solve(row), tuple(d["reply"] for d in fam.distractors(row))[:3]))
+    return tuple(out)
+
+
+_prepared: set[tuple[str, str]] = set()
+_prepared_lock = threading.Lock()
+
+
+def _prepare(family: str) -> None:
+    """Build, in the background and once per family and secrets, what every probe reads of the
+    hidden eval (the leakage index, the solver's rollouts, their shapes, the classic mistakes)
+    and the probe items: a first probe starts its sandbox meanwhile."""
+    key = (family, hashlib.sha256(f"{hidden.secret_seed()}\0{hidden.install_secret()}".encode()).hexdigest())
+    with _prepared_lock:
+        if key in _prepared:
+            return
+        _prepared.add(key)
+    index = leakage.prepare(family)
+
+    def build() -> None:
+        index.join()  # one at a time: they share the hidden eval's items
+        with contextlib.suppress(Exception):  # a probe that needs one meets the same failure and reports it
+            seed = hidden.secret_seed()
+            _eval_shapes(family, seed)
+            _eval_mistakes(family, seed)
+            _probe_bank(family, hidden.probe_key(family, "probe"))
+
+    threading.Thread(target=build, daemon=True).start()
+
+
+def _parse(text: str) -> dict:
+    """A child's answer as an object; an error answer when it is not a JSON object."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return {"error": "the answer was not JSON"}
+    return answer if isinstance(answer, dict) else {"error": "the answer was not a JSON object"}
+
+
 # --- the conversation with the confined child --------------------------------------------------
 class _Session:
     """Drives one probe session (see `trainergym.probe.child`): reads the job's tasks, verifies and
@@ -216,7 +306,11 @@ class _Session:
         self.task_shapes: list[set[str]] = []  # per verified task: `shape` of its solution
         self.task_mistakes: list[set[str]] = []  # per verified task: the mistakes that get it wrong
         self.leaks: list[int] = []
+        self.rest_error = ""  # why the background reading (leakage) failed, if it did
         self._rest: threading.Thread | None = None
+        self._key: tuple | None = None  # the load answer's key in `_READINGS`, and its size
+        self._size = 0
+        self.recalled = False  # the reading came from `_READINGS`
         self.items: list[adversary.Item] = []
         self.cases: list[adversary.Case] = []
         self.order: list[int] = []
@@ -227,19 +321,26 @@ class _Session:
         self.asked = "load"
         self.end: dict = {}  # the session's end line
 
-    def follow(self, answer: dict) -> dict | None:
-        """The next request, given the child's answer to the last one (None: the session ends)."""
+    def follow(self, text: str) -> dict | None:
+        """The next request, given the child's answer to the last one as the worker relayed it
+        (JSON text; None: the session ends)."""
         asked, request = self.asked, None
         try:
             if asked == "load":
-                self.first = answer
-                if answer.get("stage") != "loaded":
-                    return None
-                self.loaded = Loaded.model_validate(answer)
-                self._read()
+                self._key, self._size = _reading_key(self.task, text), len(text)
+                if not self._recall():
+                    answer = _parse(text)
+                    self.first = answer
+                    if answer.get("stage") != "loaded":
+                        return None
+                    self.loaded = Loaded.model_validate(answer)
+                    self._read()
                 request = self._score_request()
-                self._rest.start()  # solves the rest while the child scores
-            elif asked == "score":
+                if self._rest is not None:
+                    self._rest.start()  # solves the rest while the child scores
+                return self._asked(request)
+            answer = _parse(text)
+            if asked == "score":
                 self.scored = Scored.model_validate(answer)
                 if len(self.scored.rewards) != len(self.cases) or len(self.scored.errors) != len(self.cases):
                     raise ValueError(f"{len(self.scored.rewards)} rewards for {len(self.cases)} rollouts")
@@ -254,8 +355,42 @@ class _Session:
         except (ValidationError, ValueError) as e:
             self.malformed = str(e).splitlines()[0][:300]
             return None
+        return self._asked(request)
+
+    def _asked(self, request: dict | None) -> dict | None:
         self.asked = request["op"] if request else "done"
         return request
+
+    def _recall(self) -> bool:
+        """Take the reading of an identical load answer (same family, task and secrets) from
+        `_READINGS`, if one is there."""
+        with _readings_lock:
+            hit = _READINGS.get(self._key)
+            if hit is not None:
+                _READINGS.move_to_end(self._key)
+        if hit is None:
+            return False
+        self.recalled = True
+        self.first, self.loaded, self.rows, self.solved, self.canon = dict(hit.first), hit.loaded, hit.rows, hit.solved, hit.canon
+        self.sampled, self.readable, self.verified, self.why = hit.sampled, hit.readable, list(hit.verified), dict(hit.why)
+        self.task_skills, self.task_shapes = list(hit.task_skills), list(hit.task_shapes)
+        self.task_mistakes, self.leaks = list(hit.task_mistakes), list(hit.leaks)
+        return True
+
+    def _remember(self) -> None:
+        """Keep a completed reading in `_READINGS` (not one whose background part failed)."""
+        size = self._size
+        if self.recalled or self._key is None or self.loaded is None or self.rest_error or size > READINGS_CHARS:
+            return
+        reading = _Reading(first={k: v for k, v in self.first.items() if k != "tasks"}, loaded=self.loaded, rows=self.rows,
+                           solved=self.solved, canon=self.canon, sampled=self.sampled, readable=self.readable,
+                           verified=tuple(self.verified), why=dict(self.why), task_skills=tuple(self.task_skills),
+                           task_shapes=tuple(self.task_shapes), task_mistakes=tuple(self.task_mistakes),
+                           leaks=tuple(self.leaks), size=size)
+        with _readings_lock:
+            _READINGS[self._key] = reading
+            while sum(r.size for r in _READINGS.values()) > READINGS_CHARS or len(_READINGS) > READINGS_MAX:
+                _READINGS.popitem(last=False)
 
     def _read(self) -> None:
         """Verify a sample drawn across the whole taskset with the family's code; the rest is
@@ -308,20 +443,25 @@ class _Session:
 
     def _read_rest(self) -> None:
         """Every task, for leakage: its canonical form (the family solver's trace) and content."""
-        for j in range(len(self.rows)):
-            if self.solved[j] is None and j not in self.why:
-                self._solve(j)
-        self.leaks = leakage.leaks(self.task.family, self.rows, self.canon)
+        try:
+            for j in range(len(self.rows)):
+                if self.solved[j] is None and j not in self.why:
+                    self._solve(j)
+            self.leaks = leakage.leaks(self.task.family, self.rows, self.canon)
+        except Exception as e:  # noqa: BLE001 - the leakage check fails closed, never silently passes
+            self.rest_error = f"{type(e).__name__}: {e}"[:300]
 
     def finish(self) -> None:
-        """Wait for the background reading (started with the score request)."""
+        """Wait for the background reading (started with the score request), and keep the
+        reading for an identical answer."""
         if self._rest is not None:
             if not self._rest.is_alive() and self._rest.ident is None:
                 self._rest.start()
             self._rest.join()
+        self._remember()
 
-    def _item(self, group: str, base: int, row: dict, solved: dict) -> adversary.Item:
-        wrong = [d["reply"] for d in self.fam.distractors(row)][:3]
+    def _item(self, group: str, base: int, row: dict, solved: dict, wrong: list[str] | None = None) -> adversary.Item:
+        wrong = [d["reply"] for d in self.fam.distractors(row)][:3] if wrong is None else wrong
         if not wrong:
             others = [t.answer for t in self.loaded.tasks[:200] if t.answer != row["answer"]] or ["0"]
             wrong = [f"Answer: {self.rng.choice(others)}"]
@@ -330,13 +470,12 @@ class _Session:
 
     def _score_request(self) -> dict | None:
         n = len(self.loaded.tasks)
-        for ex in hidden.probe_items(self.task.family, PROBE_ITEMS):
-            row = ex.model_dump()
-            self.items.append(self._item("probe", self.rng.randrange(n), row, self.fam.solve(row)))
+        for row, solved, wrong in _probe_bank(self.task.family, hidden.probe_key(self.task.family, "probe")):
+            self.items.append(self._item("probe", self.rng.randrange(n), row, solved, list(wrong)))
         self.tool_items = [i for i in self.items if i.calls]
         for j in self.rng.sample(self.verified, min(JOB_ITEMS, len(self.verified))):
-            t = self.loaded.tasks[j]
-            self.items.append(self._item("job", j, {"prompt": t.prompt, "answer": t.answer, "world": t.world or {}},
+            t = self.loaded.tasks[j]  # the world copied: family code never holds what a later probe may reuse
+            self.items.append(self._item("job", j, {"prompt": t.prompt, "answer": t.answer, "world": copy.deepcopy(t.world or {})},
                                          self.solved[j]))
         prompts = [t.prompt for t in self.loaded.tasks]
         found = adversary.triggers(self.package_dir, prompts, [t.system_prompt for t in self.loaded.tasks], self.rng)
@@ -366,6 +505,33 @@ class _Session:
 
     def _config_request(self) -> dict | None:
         return {"op": "config", "rl_toml": self.rl_toml} if self.rl_toml else None
+
+
+def _warm_up() -> threading.Thread | None:
+    """When no worker is idle and the pool may grow, start one in the background (finding the
+    stack it runs on, then its sandbox) while the library reads the job; join the thread before
+    `warm_worker`, which then finds it idle. None when there is nothing to start."""
+    global _started
+    with _pool_lock:
+        if not _idle.empty() or _started >= POOL_SIZE:
+            return None
+        _started += 1
+
+    def start() -> None:
+        global _started
+        try:
+            worker = WarmWorker(Sandbox(runtime=stack_env.ensure()))
+        except Exception:  # noqa: BLE001 - the probe meets the same failure and reports it
+            with _pool_lock:
+                _started -= 1
+            return
+        atexit.register(worker.close)
+        worker.start()
+        _idle.put(worker)
+
+    thread = threading.Thread(target=start, daemon=True)
+    thread.start()
+    return thread
 
 
 @contextlib.contextmanager
@@ -634,10 +800,15 @@ def by_share(data: list[set[str]], evals: list[set[str]]) -> float:
     return sum(sum(reach[f] for f in e) / len(e) if e else 1.0 for e in evals) / max(1, len(evals))
 
 
+@functools.cache
+def _eval_shapes(family: str, seed: str) -> tuple[frozenset[str], ...]:
+    return tuple(frozenset(shape(solved)) for solved in hidden.solved_eval(family))
+
+
 def shape_coverage(task: TaskSpec, task_shapes: list[set[str]]) -> float:
     """How much of the eval's solution shapes the verified tasks exercise: one template varied
     only in its numbers covers the few steps it takes, not the eval."""
-    return by_share(task_shapes, [shape(solved) for solved in hidden.solved_eval(task.family)])
+    return by_share(task_shapes, [set(e) for e in _eval_shapes(task.family, hidden.secret_seed())])
 
 
 def mistakes(fam, row: dict) -> set[str]:
@@ -742,6 +913,11 @@ def _rewards(report: ProbeReport, s: _Session) -> None:
 
 
 def _leakage(report: ProbeReport, s: _Session) -> None:
+    if s.rest_error:
+        report.measurements["leakage"] = True
+        report.add("leakage", "fail", f"the tasks could not be checked against the hidden eval ({s.rest_error})",
+                   "keep tasks and their worlds plain: strings, numbers, lists and objects")
+        return
     found = bool(s.leaks)
     report.measurements["leakage"] = found
     if found:
@@ -834,14 +1010,22 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
                    "directories", "replace it with a regular file")
         return report, None
 
+    warming = _warm_up() if warm else None  # a first probe: the sandbox starts while the job is read
     bundle = build_bundle(workspace_root, bundle_dir, job, task)
     package, module = bundle.root / "package", bundle.manifest.taskset_id
-    runtime, session = stack_env.ensure(), None
-    report.add("stack", "pass" if runtime.pinned else "warn", f"agent code runs under {runtime.describe()}",
-               "" if runtime.pinned else "the job is checked on the library's verifiers; the trainer runs prime-rl's")
-    if _static_imports(report, package, module, task):
-        leakage.prepare(task.family)
+    session = None
+    imports = _static_imports(report, package, module, task)
+    if imports:
+        _prepare(task.family)
+    runtime = stack_env.ensure()
+    report.items.insert(0, ProbeItem(check="stack", status="pass" if runtime.pinned else "warn",
+                                     message=f"agent code runs under {runtime.describe()}",
+                                     hint="" if runtime.pinned else "the job is checked on the library's verifiers; the "
+                                     "trainer runs prime-rl's"))
+    if imports:
         session = _Session(task, job, package / module, bundle.rl_toml.read_text())
+        if warming is not None:
+            warming.join()
         end, report.confinement = _converse(session, package, module, timeout, wall or WALL_FACTOR * timeout, warm)
         session.finish()
         session.end = end

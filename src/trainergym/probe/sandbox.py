@@ -344,6 +344,16 @@ class WarmWorker:
         self._baseline = 0  # processes in the cgroup once the worker is ready
         self._lock = threading.Lock()
 
+    def start(self) -> None:
+        """Start the confined worker now, if it is not running (a first probe does this while the
+        library reads the job); a failure to start is left for `run` to meet and report."""
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                try:
+                    self._proc = self._start()
+                except (WorkerError, RuntimeError, OSError):
+                    self._proc = None
+
     def _start(self) -> subprocess.Popen:
         confined = self.sandbox.kind in ("bwrap", "namespaces")
         limits = {**self.sandbox.limits.__dict__, "pid_namespace": confined}
@@ -374,9 +384,10 @@ class WarmWorker:
 
     def run(self, package_dir: Path, request: dict, follow=None) -> dict:
         """One session for the job in `package_dir` (see `child.py`): send `request`, then
-        for each answer `follow(answer)` gives the next request, or None to end. Returns the
-        session's last line (`end: True`, with the child's stderr tail and, on failure, its
-        `stage` and `error`); the answers before it went to `follow`."""
+        for each answer `follow(text)` (the answer's JSON text, as the worker relayed it) gives
+        the next request, or None to end. Returns the session's last line (`end: True`, with
+        the child's stderr tail and, on failure, its `stage` and `error`); the answers before it
+        went to `follow`."""
         nonce = request["nonce"]
         job = self._spool / nonce
         shutil.copytree(package_dir, job, symlinks=True)
@@ -410,11 +421,7 @@ class WarmWorker:
                             if not line.startswith(ANSWER):
                                 break
                             answered = True
-                            try:
-                                answer = json.loads(line[len(ANSWER):])
-                            except ValueError:
-                                answer = {"error": "the answer was not JSON"}
-                            nxt = follow(answer) if follow else None
+                            nxt = follow(line[len(ANSWER):].rstrip("\n")) if follow else None
                             self._send(nxt if nxt is not None else {"op": "done"})
                     except (BrokenPipeError, OSError, ValueError):
                         pass
@@ -474,12 +481,16 @@ def _kill(proc: subprocess.Popen) -> None:
 
 def run_once(sandbox: Sandbox, package_dir: Path, request: dict, follow=None) -> tuple[list[dict], dict]:
     """A cold session: a fresh confined worker for one job (pays the verifiers import). Returns
-    the answers (the first is `load`'s) and the session's end line."""
+    the answers, parsed (the first is `load`'s), and the session's end line; `follow` is given
+    each answer's text, as in `WarmWorker.run`."""
     worker, answers = WarmWorker(sandbox), []
 
-    def keep(answer: dict) -> dict | None:
-        answers.append(answer)
-        return follow(answer) if follow else None
+    def keep(text: str) -> dict | None:
+        try:
+            answers.append(json.loads(text))
+        except ValueError:
+            answers.append({"error": "the answer was not JSON"})
+        return follow(text) if follow else None
 
     try:
         return answers, worker.run(package_dir, request, keep)
