@@ -64,12 +64,11 @@ from trainergym.job import gpu, stack_env
 from trainergym.task import hidden
 from trainergym.job.bundle import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
                             render_rl_toml, write_manifest)
-from trainergym.probe.sandbox import Limits, Sandbox, WarmWorker, WorkerError, public_packages, requested_mode, run_once
+from trainergym.probe.sandbox import (CAP_FACTOR, WALL_FACTOR, Limits, Sandbox, WarmWorker, WorkerError, public_packages,
+                                      requested_mode, run_once)
 from trainergym.task.spec import TaskSpec, get_family
 
 MIN_TASKS = 32
-WALL_FACTOR = 3.0  # seconds a job may wait on nothing (asleep, blocked) per CPU second it may use
-CAP_FACTOR = 4.0  # and seconds on the clock in all (a host that starves it), per such second
 CALL_SECONDS = 30.0  # wall-clock seconds one reward or tool call may take (they take milliseconds)
 VERIFY_SAMPLE = 500  # tasks verified by the family's code, drawn across the whole taskset
 VERIFIED_PASS, VERIFIED_WARN = 0.5, 0.95
@@ -567,7 +566,7 @@ def _converse(session: _Session, package_dir: Path, module: str, timeout: float,
     The job may use `timeout` CPU seconds and hold the floor `wall` seconds (child.py says how)."""
     cap = session.task.bounds.max_items
     request = {"nonce": secrets.token_hex(8), "module": module, "max_tasks": cap, "timeout": timeout, "wall": wall,
-               "cap": CAP_FACTOR * wall}
+               "cap": CAP_FACTOR * wall}  # on the clock in all (a host that starves it)
     try:
         if warm:
             with warm_worker() as worker:

@@ -456,8 +456,8 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
     out_r, out_w = os.pipe()
     log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"log-{first['nonce']}")
     budget = float(first["timeout"])
-    wall = float(first.get("wall") or 3 * budget)
-    cap = float(first.get("cap") or 4 * wall)
+    wall = float(first.get("wall") or 3 * budget)  # sandbox.WALL_FACTOR
+    cap = float(first.get("cap") or 4 * wall)  # sandbox.CAP_FACTOR
     clock = _Clock(in_pid_namespace)
     pid = os.fork()
     if pid == 0:

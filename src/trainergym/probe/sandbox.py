@@ -44,6 +44,10 @@ from trainergym.probe.cgroup import Cgroup
 
 CHILD = Path(__file__).with_name("child.py")
 START_SECONDS = 120.0  # for a confined worker to import verifiers and say it is ready
+# A session's time limits, unless its request sets them (child.py's defaults): seconds the job may
+# wait on nothing (asleep, blocked) per CPU second it may use, and seconds on the clock in all per
+# such second (a host that starves it).
+WALL_FACTOR, CAP_FACTOR = 3.0, 4.0
 CONFINE = Path(__file__).with_name("confine.py")
 SCRIPT = "main.py"  # the child's name in the spool: nothing in it says "probe" to agent code
 ANSWER, END = "A ", "E "  # the worker's marks on a relayed answer and on its end line (child.py)
@@ -395,9 +399,10 @@ class WarmWorker:
             for name in dirs + files:
                 os.chmod(Path(root) / name, 0o755 if name in dirs else 0o644, follow_symlinks=False)
         os.chmod(job, 0o755)
-        # The worker ends a session whose job holds the floor past its limit on the clock; beyond
-        # that and some slack, the worker itself is stuck.
-        wait = float(request.get("cap") or request.get("wall") or self.sandbox.limits.wall_seconds) + 30
+        # The worker ends a session whose job holds the floor past its limit on the clock (child.py's
+        # `cap`, by default CAP_FACTOR x `wall`); beyond that and some slack, the worker is stuck.
+        wall = float(request.get("wall") or WALL_FACTOR * float(request.get("timeout") or self.sandbox.limits.cpu_seconds))
+        wait = float(request.get("cap") or CAP_FACTOR * wall) + 30
         try:
             with self._lock:
                 for attempt in (1, 2):
