@@ -67,3 +67,21 @@ def test_trace_masks_only_the_model_tokens():
     assert "<tool_response>" not in text and text.count("<tool_call>") == len(calc.solve(row)["calls"])
     assert text.endswith(calc.solve(row)["reply"] + "<|im_end|>")
     assert mini_base.trace_ids(tok, calc, {"prompt": "nonsense", "answer": "1"}) is None
+
+
+def test_a_users_model_directory_is_a_base(tmp_path):
+    import shutil
+
+    shipped = mini_base.find_base(get_family("calc_chain"), "micro", 0, cache=tmp_path / "empty")
+    user = tmp_path / "my-model"
+    shutil.copytree(shipped.path, user)
+    base = mini_base.Base.from_dir(user, "calc_chain", "micro")
+    assert base.info == {"source": "user"} and len(base.key) == 64
+    assert base.caps() == {"max_len": SCALES["micro"].max_len, "max_tokens": SCALES["micro"].max_tokens_cap}
+    model, tok = base.load()
+    assert model.config.vocab_size == len(tok)
+    (user / "config.json").unlink()
+    import pytest
+
+    with pytest.raises(ValueError, match="config.json"):
+        mini_base.Base.from_dir(user, "calc_chain")
