@@ -36,7 +36,6 @@ CASES = [  # (arguments, what the message must say)
     (["episode", "--backend", "nosuch"], "unknown backend 'nosuch'"),
     (["episode", "--base-model", "{root}/job"], "--base-model is the mini backend's (--backend mini), not mock's"),
     (["episode", "--backend", "mini", "--base-model", "{root}/job"], _mini("is not a Hugging Face model directory")),
-    (["worker", "--backend", "mini"], "the mini backend trains in the process that runs the episode"),
     (["mini", "build-base", "--family", "nosuch"], _mini("unknown family 'nosuch'")),
     (["mini", "build-base", "--family", "calc_chain", "--scale", "huge"], _mini("unknown mini scale 'huge'")),
     (["episode", "--runs-dir", "/proc/runs"], "--runs-dir /proc/runs cannot be created"),

@@ -695,7 +695,8 @@ def jobs(
 @app.command("worker")
 def worker(
     backend: str = typer.Option("mock", help="runpod (rented pods) | local (this host's GPUs) | mock (the runpod "
-                                             "dispatcher on simulated pods and a virtual clock)"),
+                                             "dispatcher on simulated pods and a virtual clock) | mini (real GRPO of "
+                                             "a tiny model here, one job at a time)"),
     max_pods: int = typer.Option(16, min=1, help="cap on pods (runpod, mock) or concurrent jobs (local)"),
     once: bool = typer.Option(False, "--once", help="exit when the queue is empty and no pod is left"),
     ladder: Optional[Path] = typer.Option(None, help="TOML file of \\[\\[rung]] tables: gpu_type, gpu_count, cloud"),
@@ -708,11 +709,15 @@ def worker(
     """Drain the job queue on GPUs, with a live view of pods and jobs."""
     from rich.live import Live
 
-    if backend == "mini":
-        raise _usage_error("the mini backend trains in the process that runs the episode, not from the queue: use "
-                           "`trainergym episode|batch|eval-agent --backend mini` (worker: runpod, local, mock)")
-    if backend not in ("runpod", "local", "mock"):
-        raise _usage_error(f"unknown worker backend {backend!r}; available: runpod, local, mock")
+    if backend not in ("runpod", "local", "mock", "mini"):
+        raise _usage_error(f"unknown worker backend {backend!r}; available: runpod, local, mock, mini")
+    if backend == "mini":  # trains here, one job at a time: no pods, no dispatcher
+        queue = _queue(db)
+        runner = _backend("mini", seed=seed)
+        with _working(f"training queued jobs with the mini backend on {runner.device}"):
+            ran = runner.drain(queue, once=once)
+        console.print(f"queue: {queue.counts()}; {ran} job(s) trained at the mini scale [measured (mini scale)]")
+        return
     _queue(db)  # a --db in a missing directory is refused before any pod is rented
     # A worker drains the queue: its `mock` is the simulated fleet, not the in-process surrogate.
     runner = _backend("fleet" if backend == "mock" else backend, worker=True, seed=seed, workdir=workdir, queue=db,

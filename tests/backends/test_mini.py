@@ -157,6 +157,20 @@ def test_the_confined_reward_pays_what_the_jobs_reward_pays(tmp_path):
     assert reward(tasks[:1], completions[:1]) == [1.0]  # a new session in this process, after the old one
 
 
+def test_worker_mini_drains_the_queue(tmp_path, untrained_base):
+    from trainergym.backends.queued import enqueue_bundle
+    from trainergym.infra.queue import JobQueue
+
+    queue = JobQueue(tmp_path / "jobs.db")
+    job = enqueue_bundle(queue, tmp_path / "keep", bundle(tmp_path, short(dict(reference_job_files("calc_chain")))),
+                         load_task("calc_chain"))
+    assert make_backend("mini", device="cpu", seeds=1, eval_n=4, base_model=untrained_base).drain(queue, once=True) == 1
+    done = queue.get(job.id)
+    assert done.state == "done", done.result
+    assert done.result.scale == "mini" and done.result.source_label == "measured (mini scale)"
+    assert done.result.details["n"] == 1 and done.result.job_id == job.id
+
+
 def test_bad_options_say_why_in_one_line(tmp_path):
     with pytest.raises(BackendUnavailable, match="not a Hugging Face model directory"):
         make_backend("mini", base_model=tmp_path)

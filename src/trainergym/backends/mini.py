@@ -330,6 +330,17 @@ def read_notes(notes_dir: Path) -> dict[str, int]:
     return dict(counts.most_common(NOTE_KINDS))
 
 
+def _quiet() -> None:
+    """No per-step deprecation warnings or weight-loading bars from transformers on the user's
+    terminal (an episode's output is the reward table): process-wide, and only these."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated", category=FutureWarning)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 class MiniBackend:
     """Backend protocol over the mini engine. Jobs run in a worker thread, `max_jobs` at a time
     (default 1: the seeds of one job already fill the device)."""
@@ -353,6 +364,7 @@ class MiniBackend:
         self._base_lock = threading.Lock()
         self._jobs: dict[str, asyncio.Future] = {}
         self._cancel: dict[str, Path] = {}
+        _quiet()
 
     @classmethod
     def from_options(cls, options: BackendOptions) -> MiniBackend:
@@ -483,6 +495,50 @@ class MiniBackend:
             log_tail=(f"[mini scale] {mini.n} seeds of {mini.knobs.get('max_steps')} GRPO steps on {name}: post "
                       f"{mini.post_mean:.3f} ± {mini.post_se:.3f} (mean ± s.e. over seeds) vs the mini base's pre "
                       f"{mini.pre:.3f} on {mini.n_eval} hidden-eval items{note}"))
+
+    # --- the durable queue (`trainergym worker --backend mini`) ---------------------------------
+    def drain(self, queue, once: bool = False, poll: float = 5.0, stop: threading.Event | None = None) -> int:
+        """Train queued jobs (`trainergym submit`'s) one at a time in this process, heartbeating each
+        lease; with `once`, until the queue is empty. Returns how many jobs ran. A lost lease or a
+        cancel stops the job at its next reward batch."""
+        from trainergym.task.spec import load_task
+
+        owner, ran = f"mini-{uuid.uuid4().hex[:8]}", 0
+        stop = stop or threading.Event()
+        while not stop.is_set():
+            job = queue.lease(owner)
+            if job is None:
+                if once:
+                    return ran
+                stop.wait(poll)
+                continue
+            ran += 1
+            notes = Path(tempfile.mkdtemp(prefix="tg-mini-"))
+            beating = threading.Event()
+
+            def heartbeat(job_id=job.id, flag=notes / "cancelled", beating=beating) -> None:
+                while not beating.wait(min(30.0, queue.lease_seconds / 3)):
+                    if not queue.heartbeat(job_id, owner):
+                        flag.touch()  # cancelled, or the lease was lost
+                        return
+
+            beat = threading.Thread(target=heartbeat, daemon=True)
+            try:
+                queue.start(job.id, owner)
+                beat.start()
+                try:
+                    task = load_task(job.task_id)
+                except (KeyError, ValueError, OSError):
+                    task = load_task(job.family)  # a task file's id: the family's default bounds
+                result = self.run(JobBundle.open(job.bundle), task, job.id, notes)
+            except Exception as e:  # noqa: BLE001 - a worker reports, never dies with its job leased
+                result = RunResult.failed(FailureReason.RUNNER_ERROR, f"{type(e).__name__}: {e}"[:500], scale="mini")
+            finally:
+                beating.set()
+                shutil.rmtree(notes, ignore_errors=True)
+            result = result.model_copy(update={"job_id": job.id})
+            (queue.complete if result.status == "succeeded" else queue.fail)(job.id, owner, result)
+        return ran
 
     @staticmethod
     def _ledger(bundle: JobBundle, job_id: str, usd: float, priced: bool, note: str) -> None:
