@@ -130,10 +130,13 @@ class ProbeReport(BaseModel):
 
 # --- the confined workers --------------------------------------------------------------------
 # Concurrent episodes probe in parallel, one warm worker each, up to one per core (or
-# TRAINERGYM_PROBE_WORKERS); each is started on first need and stopped at exit.
+# TRAINERGYM_PROBE_WORKERS). A worker is started in the background when a probe finds none idle
+# (one at a time; the probe takes the first worker to be free), or by `prestart`, and stopped at
+# exit.
 POOL_SIZE = int(os.environ.get("TRAINERGYM_PROBE_WORKERS") or min(4, os.cpu_count() or 1))
 _idle: queue.LifoQueue[WarmWorker] = queue.LifoQueue()
-_started = 0
+_started = 0  # workers made (idle, busy or starting)
+_starting = 0  # of which starting in the background
 _pool_lock = threading.Lock()
 
 
@@ -300,7 +303,11 @@ class _Session:
         self.malformed = ""
         self.solved: list[dict | None] = []
         self.verified: list[int] = []
-        self.readable = 0
+        self.readable = self.sampled = 0
+        self.sample: list[int] = []  # the tasks verified by the family's code
+        self.verdicts: dict[int, str | None] = {}
+        self.why: dict[int, str] = {}  # sampled tasks that are not verified: why not
+        self.picked: list[int] = []  # verified tasks for the reward bank
         self.task_skills: list[set[str]] = []  # per verified task
         self.task_shapes: list[set[str]] = []  # per verified task: `shape` of its solution
         self.task_mistakes: list[set[str]] = []  # per verified task: the mistakes that get it wrong
@@ -392,8 +399,10 @@ class _Session:
                 _READINGS.popitem(last=False)
 
     def _read(self) -> None:
-        """Verify a sample drawn across the whole taskset with the family's code; the rest is
-        solved for the leakage check in the background, while the child scores (`finish`)."""
+        """Start verifying a sample drawn across the whole taskset with the family's code: in a
+        random order, only until JOB_ITEMS tasks are verified (the reward bank's own items, which
+        the score request needs). The rest of the sample is verified, and every other task solved
+        for the leakage check, in the background while the child scores (`_read_rest`)."""
         rows = self.rows = [{"prompt": t.prompt, "answer": t.answer, "world": t.world or {}} for t in self.loaded.tasks]
         self.solved = [None] * len(rows)
         self.canon = [None] * len(rows)
@@ -402,24 +411,46 @@ class _Session:
         digest = hashlib.sha256(json.dumps([[t.prompt, t.answer] for t in self.loaded.tasks]).encode()).hexdigest()
         picker = random.Random(hidden.probe_key(self.task.family, "verify:" + digest))
         sample = range(len(rows)) if len(rows) <= VERIFY_SAMPLE else sorted(picker.sample(range(len(rows)), VERIFY_SAMPLE))
-        self.sampled = len(sample)
-        self.why: dict[int, str] = {}  # sampled tasks that are not verified: why not
-        for j in sample:
-            self._solve(j)
-            if self.solved[j] is None:
-                self.why[j] = "the family cannot read it"
-                continue
-            self.readable += 1
+        self.sample, self.sampled = list(sample), len(sample)
+        self.verdicts: dict[int, str | None] = {}  # sampled task -> why it is not verified (None: it is)
+        order = list(self.sample)
+        self.rng.shuffle(order)  # the first verified in a random order: a uniform draw of the verified
+        self.picked = []
+        for j in order:
+            if len(self.picked) >= JOB_ITEMS:
+                break
+            if self._verify(j) is None:
+                self.picked.append(j)
+        self._rest = threading.Thread(target=self._read_rest, daemon=True)
+
+    def _verify(self, j: int) -> str | None:
+        """Why sampled task j is not verified by the family's solver and checker (None: it is);
+        once per task."""
+        if j in self.verdicts:
+            return self.verdicts[j]
+        self._solve(j)
+        solved, row = self.solved[j], self.rows[j]
+        if solved is None:
+            why = "the family cannot read it"
+        else:
             try:
-                ok = bool(self.fam.check(self.solved[j]["reply"], rows[j]["answer"]))
+                ok = bool(self.fam.check(solved["reply"], row["answer"]))
             except Exception:  # noqa: BLE001
                 ok = False
-            if not ok:
-                self.why[j] = f"the family's solver answers {self.solved[j]['reply']!r}, the task says {rows[j]['answer']!r}"
-            elif giveaway.gives_away(self.loaded.tasks[j], self.solved[j]):
-                self.why[j] = "its prompt gives the answer away"
-            else:
-                self.verified.append(j)
+            why = (f"the family's solver answers {solved['reply']!r}, the task says {row['answer']!r}" if not ok else
+                   "its prompt gives the answer away" if giveaway.gives_away(self.loaded.tasks[j], solved) else None)
+        self.verdicts[j] = why
+        return why
+
+    def _verify_rest(self) -> None:
+        """The whole sample's verdicts, in order: verified tasks, why the others are not, and the
+        skills, solution shapes and mistakes of the verified."""
+        rows = self.rows
+        for j in self.sample:
+            self._verify(j)
+        self.readable = sum(1 for j in self.sample if self.solved[j] is not None)
+        self.why = {j: self.verdicts[j] for j in self.sample if self.verdicts[j] is not None}
+        self.verified = [j for j in self.sample if self.verdicts[j] is None]
         # A hint the family does not read, holding the answer under a fixed transform in most
         # tasks (one more than it, its hex, reversed), teaches a shortcut the eval does not have.
         hint, hinted = giveaway.shortcut([self.loaded.tasks[j] for j in self.verified], [self.solved[j] for j in self.verified])
@@ -430,7 +461,6 @@ class _Session:
                 self.task_skills.append(set(self.fam.skills(rows[j])))
             self.task_shapes.append(shape(self.solved[j]))
             self.task_mistakes.append(mistakes(self.fam, rows[j]))
-        self._rest = threading.Thread(target=self._read_rest, daemon=True)
 
     def _solve(self, j: int) -> None:
         try:
@@ -441,13 +471,15 @@ class _Session:
         self.canon[j] = json.dumps([solved["calls"], solved["reply"]], sort_keys=True, default=str)
 
     def _read_rest(self) -> None:
-        """Every task, for leakage: its canonical form (the family solver's trace) and content."""
+        """The rest of the sample's verification; then every task, for leakage: its canonical
+        form (the family solver's trace) and content."""
         try:
+            self._verify_rest()
             for j in range(len(self.rows)):
-                if self.solved[j] is None and j not in self.why:
+                if self.solved[j] is None and j not in self.verdicts:
                     self._solve(j)
             self.leaks = leakage.leaks(self.task.family, self.rows, self.canon)
-        except Exception as e:  # noqa: BLE001 - the leakage check fails closed, never silently passes
+        except Exception as e:  # noqa: BLE001 - the data and leakage checks fail closed, never silently pass
             self.rest_error = f"{type(e).__name__}: {e}"[:300]
 
     def finish(self) -> None:
@@ -472,7 +504,7 @@ class _Session:
         for row, solved, wrong in _probe_bank(self.task.family, hidden.probe_key(self.task.family, "probe")):
             self.items.append(self._item("probe", self.rng.randrange(n), row, solved, list(wrong)))
         self.tool_items = [i for i in self.items if i.calls]
-        for j in self.rng.sample(self.verified, min(JOB_ITEMS, len(self.verified))):
+        for j in self.rng.sample(self.verified, min(JOB_ITEMS, len(self.verified))) if self.recalled else self.picked:
             t = self.loaded.tasks[j]  # the world copied: family code never holds what a later probe may reuse
             self.items.append(self._item("job", j, {"prompt": t.prompt, "answer": t.answer, "world": copy.deepcopy(t.world or {})},
                                          self.solved[j]))
@@ -506,54 +538,88 @@ class _Session:
         return {"op": "config", "rl_toml": self.rl_toml} if self.rl_toml else None
 
 
-def _warm_up() -> threading.Thread | None:
-    """When no worker is idle and the pool may grow, start one in the background (finding the
-    stack it runs on, then its sandbox) while the library reads the job; join the thread before
-    `warm_worker`, which then finds it idle. None when there is nothing to start."""
-    global _started
+def _grow(runtime) -> bool:
+    """Start one more worker in the background, if the pool may grow and no other is starting
+    (one cold start at a time: each imports verifiers on a core of its own). It joins the idle
+    workers once started, or once its start failed (`run` then meets and reports the failure).
+    False when there was nothing to start; a sandbox that cannot be built raises here."""
+    global _started, _starting
     with _pool_lock:
-        if not _idle.empty() or _started >= POOL_SIZE:
-            return None
-        _started += 1
+        if _started >= POOL_SIZE or _starting:
+            return False
+        _started, _starting = _started + 1, _starting + 1
+    try:
+        worker = WarmWorker(Sandbox(runtime=runtime))
+    except BaseException:
+        with _pool_lock:
+            _started, _starting = _started - 1, _starting - 1
+        raise
+    atexit.register(worker.close)
 
     def start() -> None:
-        global _started
+        global _starting
         try:
-            worker = WarmWorker(Sandbox(runtime=stack_env.ensure()))
-        except Exception:  # noqa: BLE001 - the probe meets the same failure and reports it
+            worker.start()
+        finally:
             with _pool_lock:
-                _started -= 1
-            return
-        atexit.register(worker.close)
-        worker.start()
-        _idle.put(worker)
+                _starting -= 1
+            _idle.put(worker)
+
+    threading.Thread(target=start, daemon=True).start()
+    return True
+
+
+def _warm_up() -> threading.Thread | None:
+    """A first probe: when no worker is idle or starting and the pool may grow, find the stack
+    and start a worker in the background while the library reads the job. None when there is
+    nothing to start."""
+    if not _idle.empty() or _starting or _started >= POOL_SIZE:
+        return None
+
+    def start() -> None:
+        with contextlib.suppress(Exception):  # `warm_worker` meets the same failure and reports it
+            _grow(stack_env.ensure())
 
     thread = threading.Thread(target=start, daemon=True)
     thread.start()
     return thread
 
 
+def prestart(n: int | None = None, timeout: float = 600.0) -> int:
+    """Start the probe's warm workers now, up to `n` (default the pool's size), and wait until
+    they are ready: what a process that will probe many jobs at once may do before its first
+    ones (otherwise the pool grows while probes wait). Returns the number of workers."""
+    runtime, deadline = stack_env.ensure(), time.monotonic() + timeout
+    while _started < min(n or POOL_SIZE, POOL_SIZE) and time.monotonic() < deadline:
+        if not _grow(runtime):
+            time.sleep(0.05)
+    while _starting and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _started
+
+
 @contextlib.contextmanager
 def warm_worker() -> Iterator[WarmWorker]:
-    """Borrow a warm worker for one probe (a new one while the pool is not full), on the stack
-    agent code runs in."""
-    global _started
+    """Borrow a warm worker for one probe, on the stack agent code runs in: an idle one, else
+    the first to be free, a busy one returned or a new one started meanwhile (the pool grows
+    in the background while probes wait; none waits on a cold start that another frees it from)."""
     runtime = stack_env.ensure()
-    try:
-        worker = _idle.get_nowait()
-        if (worker.sandbox.requested, worker.sandbox.runtime) != (requested_mode(), runtime):  # changed: a new worker
-            worker.close()
-            worker = WarmWorker(Sandbox(runtime=runtime))
-            atexit.register(worker.close)
-    except queue.Empty:
-        with _pool_lock:
-            grow = _started < POOL_SIZE
-            _started += grow
-        if grow:
-            worker = WarmWorker(Sandbox(runtime=runtime))
-            atexit.register(worker.close)
-        else:
-            worker = _idle.get()
+    while True:
+        try:
+            worker = _idle.get_nowait()
+            break
+        except queue.Empty:
+            pass
+        _grow(runtime)
+        try:
+            worker = _idle.get(timeout=0.5)
+            break
+        except queue.Empty:
+            continue
+    if (worker.sandbox.requested, worker.sandbox.runtime) != (requested_mode(), runtime):  # changed: a new worker
+        worker.close()
+        worker = WarmWorker(Sandbox(runtime=runtime))
+        atexit.register(worker.close)
     try:
         yield worker
     finally:
@@ -914,7 +980,7 @@ def _rewards(report: ProbeReport, s: _Session) -> None:
 def _leakage(report: ProbeReport, s: _Session) -> None:
     if s.rest_error:
         report.measurements["leakage"] = True
-        report.add("leakage", "fail", f"the tasks could not be checked against the hidden eval ({s.rest_error})",
+        report.add("leakage", "fail", f"the tasks could not be read in full, nor checked against the hidden eval ({s.rest_error})",
                    "keep tasks and their worlds plain: strings, numbers, lists and objects")
         return
     found = bool(s.leaks)
