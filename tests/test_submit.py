@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.fakes.jobs import write_job
 
 BIN = Path(sys.executable).with_name("trainergym")
@@ -19,6 +21,7 @@ def cli(*args, timeout=600):
                           env=os.environ.copy(), cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_six_submitted_jobs_are_drained_once_by_two_workers(tmp_path, reference_files):
     dirs = []
     for i in range(6):  # six jobs that differ only in their notes, so in their bundles' hashes

@@ -215,6 +215,7 @@ def rollout_channel(task, secret):
         server.server_close()
 
 
+@pytest.mark.slow
 def test_over_mcp_in_its_own_process_the_reward_comes_from_the_tool_results(task):
     from verifiers.v1.harnesses.utils.mcp import call_mcp, connect_mcp
     from verifiers.v1.mcp.launch import serve
@@ -289,6 +290,7 @@ def test_an_abandoned_call_cancels_its_job_in_process(task, tmp_path):
     assert json.loads((run_dir / "job.json").read_text())["job_id"] == job
 
 
+@pytest.mark.slow
 def test_tearing_the_tool_server_down_mid_job_cancels_the_job(task, tmp_path):
     """The real teardown: the toolset served in its own process by verifiers' launcher, its runtime
     torn down (SIGTERM) while submit_job waits for a mock job of 10 minutes."""

@@ -130,6 +130,7 @@ def test_episode_from_the_cli(gpu_host, tmp_path):
     assert "measured" in table.stdout and "0.750" in table.stdout and "surrogate" not in table.stdout
 
 
+@pytest.mark.slow
 def test_batch_from_the_cli(gpu_host, tmp_path):
     env, _ = gpu_host
     out = cli(env, "batch", "--backend", "local", "--n", "2", "--json", runs=tmp_path / "runs")

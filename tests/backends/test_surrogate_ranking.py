@@ -137,7 +137,7 @@ def ranking(tmp_path: Path, family: str) -> tuple[float, dict[str, dict]]:
     return pre, rows
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [f if f == "calc_chain" else pytest.param(f, marks=pytest.mark.slow) for f in FAMILIES])
 def test_the_surrogate_ranks_jobs_as_training_would(tmp_path, family):
     pre, rows = ranking(tmp_path, family)
     post = {name: row["post_expected"] for name, row in rows.items()}

@@ -69,6 +69,7 @@ def test_the_eval_toolsets_replay_the_solvers(runtime):
     assert out["wrong"] == {family: None for family in FAMILIES}
 
 
+@pytest.mark.slow  # tests/families/test_contract.py runs vf-validate on every family in the first tier
 @pytest.mark.parametrize("family", FAMILIES)
 def test_verifiers_own_validation_passes_gold(runtime, family, tmp_path):
     # `validate` in prime-rl's verifiers (gold and setup), `vf-validate` in 0.4.0 (also noop:
