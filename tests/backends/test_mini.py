@@ -82,12 +82,24 @@ def test_an_episode_trains_for_real_at_the_mini_scale(tmp_path, untrained_base, 
     d = result.details
     assert d["seeds"] == [0] and d["n"] == 1 and d["posts"] == [result.post] and len(d["reward_curves"]["0"]) == 2
     assert d["base_source"] == "user" and any("batch_size" in u for u in d["unhonoured"])
+    # the share of the job's tasks a rollout of this base can finish is measured, and said when short
+    cut = any("of the job's tasks need more than" in u for u in d["unhonoured"])
+    assert 0 <= d["job_tasks_fitting"] <= 1 and cut == (d["job_tasks_fitting"] < 0.95)
     assert d["reward_confinement"].startswith(("bubblewrap", "namespaces"))
     # paid against the mini base's own pre, never baselines.toml's full-scale figures
     assert r["best_pre"] == result.pre and r["best_pre_source"].startswith("measured (mini scale")
     assert r["source"] == "measured (mini scale)"
     saved = json.loads((env.run_path / "result.json").read_text())
     assert RunResult.model_validate(saved).scale == "mini"
+    from typer.testing import CliRunner
+
+    from trainergym.cli import app
+
+    shown = CliRunner().invoke(app, ["show", str(env.run_path)])
+    assert shown.exit_code == 0, shown.stderr
+    for part in ("the job's result (measured (mini scale))", "scale: mini", "source: measured (mini scale)",
+                 "best_pre_source: measured (mini scale"):
+        assert part in shown.stdout, part
     assert time.time() - started < 120
 
 
@@ -176,3 +188,23 @@ def test_bad_options_say_why_in_one_line(tmp_path):
         make_backend("mini", base_model=tmp_path)
     with pytest.raises(BackendUnavailable, match="unknown mini scale"):
         make_backend("mini", scale="huge", device="cpu")
+
+
+@pytest.mark.slow
+def test_seeds_in_processes_of_their_own_each_score_in_a_sandbox_of_their_own(tmp_path, untrained_base):
+    """The GPU path on the CPU: two seeds side by side in spawned processes, the reward pickled as
+    its configuration; each process opens its own confined session and the notes of both come back."""
+    from trainergym.mini.base import Base
+    from trainergym.mini.train import train
+
+    (tmp_path / "secret").write_text("s3cret")
+    b = bundle(tmp_path, short(backdoor("calc_chain", f"len(open({str(tmp_path / 'secret')!r}).read()) + 1")))
+    notes = tmp_path / "notes"
+    reward = ConfinedReward(b.root / "package", b.manifest.taskset_id, 10_000, 120.0, notes)
+    rows = reward.open()
+    reward.close()
+    family = get_family("calc_chain")
+    base = Base.from_dir(untrained_base, "calc_chain", "micro")
+    result = train(b.job.model_dump(), base, family, rows, reward, rows[:4], seeds=[0, 1], device="cpu", parallel=2)
+    assert result.n == 2 and all(s.rewards == [0.0, 0.0] for s in result.seeds)
+    assert len(list(notes.glob("notes-*.jsonl"))) == 2 and sum(read_notes(notes).values()) == 128

@@ -108,6 +108,34 @@ def eval_rows(family_id: str, scale: str, n: int | None = None) -> list[dict]:
     return rows[:n] if n else rows
 
 
+FIT_SAMPLE = 500  # job tasks whose solver rollout is measured against the base's length cap
+
+
+def fitting_share(family, base, rows: list[dict]) -> tuple[float, int]:
+    """(share of the job's tasks whose family-solver rollout fits the base's length cap, the cap),
+    on up to FIT_SAMPLE tasks spread over the taskset. A task that does not fit is cut before it
+    can be answered and earns nothing in training: a job of long tasks teaches a small-context mini
+    model nothing (the family's code reads the job's data here, as the probe's does; an unreadable
+    task counts as not fitting)."""
+    from trainergym.mini.base import trace_ids
+    from trainergym.mini.scale import get_scale
+    from trainergym.mini.tokenizer import load_tokenizer
+
+    caps = base.caps() if hasattr(base, "caps") else {"max_len": get_scale(base.scale).max_len}
+    cap = int(caps["max_len"])
+    step = max(1, len(rows) // FIT_SAMPLE)
+    sample = rows[::step][:FIT_SAMPLE]
+    tokenizer = load_tokenizer(base.path)
+    fits = 0
+    for row in sample:
+        try:
+            traced = trace_ids(tokenizer, family, {**row, "world": row.get("world") or {}})
+        except Exception:  # noqa: BLE001 - family code on the job's data: unreadable
+            traced = None
+        fits += traced is not None and len(traced[0]) <= cap
+    return (fits / len(sample) if sample else 0.0), cap
+
+
 def to_probe_rollout(messages: list[dict]) -> dict:
     """A rollout's verifiers-style messages as the probe sends rollouts to the child: the tool calls
     in order, each with its arguments and result, and the final reply ("" when it ended on a call).
@@ -454,6 +482,7 @@ class MiniBackend:
             # The hidden eval stays in this process: the engine scores pre and post here.
             rows_eval = eval_rows(task.family, self.scale, self.eval_n)
             seeds = [self.seed + i for i in range(self.seeds)]
+            fit, cap = fitting_share(family, base, rows)
             mini = train(bundle.job.model_dump(), base, family, rows, reward, rows_eval, seeds=seeds, device=self.device)
         except Cancelled:
             return self._failed(bundle, job_id, FailureReason.CANCELLED, wall_seconds=round(time.time() - started, 1))
@@ -475,18 +504,24 @@ class MiniBackend:
                      f"{mini.seconds:.0f} GPU-seconds on 1x {name}: job/gpu.py lists no price for it, $0 recorded"
                      if on_gpu else f"{mini.seconds:.0f} s on the CPU: no GPU billed, $0")
         reward_notes = read_notes(notes)
+        unhonoured = list(mini.unhonoured)
+        if fit < 0.95:
+            unhonoured.append(f"{1 - fit:.0%} of the job's tasks need more than the base's {cap} mini tokens for the "
+                              "family solver's rollout: theirs are cut before an answer and earn nothing")
         details = {
             "scale": mini.scale, "device": mini.device, "base_key": mini.base_key, "base": base_label,
             "base_source": (base.info or {}).get("source", "cache"), "seeds": [s.seed for s in mini.seeds],
             "posts": [s.post for s in mini.seeds], "post_mean": mini.post_mean, "post_se": mini.post_se, "n": mini.n,
-            "eval_items": mini.n_eval, "eval_difficulty": get_scale(self.scale).difficulty, "unhonoured": mini.unhonoured, "knobs": mini.knobs,
-            "reward_curves": {str(s.seed): s.rewards for s in mini.seeds},
+            "eval_items": mini.n_eval, "eval_difficulty": get_scale(self.scale).difficulty, "unhonoured": unhonoured,
+            "knobs": mini.knobs, "reward_curves": {str(s.seed): s.rewards for s in mini.seeds},
             "rollouts": sum(s.rollouts for s in mini.seeds), "seed_seconds": [s.seconds for s in mini.seeds],
-            "job_tasks": len(rows), "reward_confinement": reward.confinement, "reward_notes": reward_notes,
-            "cost": cost_note,
+            "job_tasks": len(rows), "job_tasks_fitting": round(fit, 3), "reward_confinement": reward.confinement,
+            "reward_notes": reward_notes, "cost": cost_note,
         }
         self._ledger(bundle, job_id, cost, on_gpu and bool(price), cost_note)
         note = f"; {sum(reward_notes.values())} rewards were 0 for a failure of the job's reward" if reward_notes else ""
+        if fit < 0.5:
+            note += f"; only {fit:.0%} of the job's tasks fit the base's {cap}-token rollouts (the rest earn nothing)"
         return RunResult(
             status="succeeded", job_id=job_id, content_hash=bundle.manifest.content_hash, base_model=base_label,
             pre=round(mini.pre, 4), post=round(mini.post_mean, 4), eval_n=mini.n_eval, train_seconds=mini.seconds,
