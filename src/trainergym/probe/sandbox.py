@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -322,6 +323,9 @@ class Sandbox:
         return "/tmp/spool" if self.kind in ("bwrap", "namespaces") else str(spool)
 
 
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tg-sandbox-spawner")  # lives as long as the process
+
+
 class WorkerError(RuntimeError):
     """The confined worker failed to start, or stopped answering. `infra`: the host's failure
     (a worker that would not start, or went silent past every limit the job has), not the job's
@@ -368,9 +372,11 @@ class WarmWorker:
         os.chmod(self._spool / SCRIPT, 0o644)
         argv = [self.sandbox.runtime.python, "-I", f"{self.sandbox.spool_path(self._spool)}/{SCRIPT}", "--serve",
                 json.dumps(limits)]
-        proc = subprocess.Popen(self.sandbox.command(argv, self._spool, self._cgroup), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, env=self.sandbox.env("/tmp"), cwd=self._spool,
-                                start_new_session=True)
+        # Spawned from one long-lived thread: bubblewrap's --die-with-parent follows the thread that
+        # forked it, and a worker must outlive the (short-lived) thread that happens to start it.
+        proc = _SPAWNER.submit(subprocess.Popen, self.sandbox.command(argv, self._spool, self._cgroup),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               env=self.sandbox.env("/tmp"), cwd=self._spool, start_new_session=True).result()
         line = self._readline(proc, START_SECONDS)
         self._baseline = len(self._cgroup.pids()) if self._cgroup else 0
         (self._spool / SCRIPT).unlink(missing_ok=True)  # loaded: agent code need not find the probe's script
