@@ -138,3 +138,21 @@ def test_a_failed_build_is_not_retried_by_every_probe(monkeypatch, tmp_path):
         stack_env.build(offline=True)
     assert not calls and str(again.value) == str(first.value)
     assert "log: " in str(first.value) and Path(str(first.value).rsplit("log: ", 1)[1].rstrip(")")).is_file()
+
+
+def test_the_python_found_is_remembered_under_the_same_search(monkeypatch, tmp_path):
+    """Asking uv for the pin's Python can take most of a second, which every process's first probe
+    paid: its answer is remembered under the same search environment while the interpreter is there."""
+    monkeypatch.delenv("TRAINERGYM_STACK_PYTHON", raising=False)
+    monkeypatch.setenv("TRAINERGYM_STACK_DIR", str(tmp_path / "cache"))
+    python = tmp_path / "python3.12"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    calls = []
+    monkeypatch.setattr(stack_env, "_search_python", lambda uv: calls.append(uv) or str(python))
+    assert stack_env.find_python() == stack_env.find_python() == str(python) and len(calls) == 1
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path))  # another search: asked again
+    assert stack_env.find_python() == str(python) and len(calls) == 2
+    python.unlink()  # gone: asked again
+    stack_env.find_python()
+    assert len(calls) == 3

@@ -104,10 +104,44 @@ def wheels_dir() -> Path | None:
 
 def find_python() -> str | None:
     """A Python of the pin's minor version: `TRAINERGYM_STACK_PYTHON`, else what uv finds, else
-    pyenv's (uv may not look there)."""
+    pyenv's (uv may not look there). What uv and pyenv found is remembered in the cache directory
+    for an hour under the same search environment (PATH, working directory, uv and pyenv
+    settings), while that interpreter is there: asking uv can take most of a second (it runs
+    every interpreter on the PATH, pyenv's shims too), which every process's first probe paid."""
     if os.environ.get("TRAINERGYM_STACK_PYTHON"):
         return os.environ["TRAINERGYM_STACK_PYTHON"]
     uv = shutil.which("uv")
+    facts = {"python": stack.PRIME_RL_PYTHON, "cwd": os.getcwd(), "uv": [uv, _mtime(uv)],
+             "env": sorted((k, v) for k, v in os.environ.items() if k in ("PATH", "PYENV_ROOT", "PYENV_VERSION", "HOME")
+                           or k.startswith("UV_"))}
+    memo = cache_dir() / f"python-{_key(facts)}.json"
+    try:
+        found = json.loads(memo.read_text())
+        if time.time() - found["at"] < RETRY_SECONDS and os.access(found["python"], os.X_OK):
+            return found["python"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    python = _search_python(uv)
+    if python:
+        try:
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            tmp = memo.with_name(f".{memo.name}.{os.getpid()}")
+            tmp.write_text(json.dumps({"python": python, "at": time.time()}))
+            os.replace(tmp, memo)
+        except OSError:
+            pass
+    return python
+
+
+def _mtime(path: str | None) -> float | None:
+    try:
+        return os.stat(path).st_mtime if path else None
+    except OSError:
+        return None
+
+
+def _search_python(uv: str | None) -> str | None:
+    """What uv finds, else pyenv's newest, of the pin's minor version."""
     if uv:
         found = subprocess.run([uv, "python", "find", "--no-python-downloads", stack.PRIME_RL_PYTHON], capture_output=True,
                                text=True, timeout=60)
