@@ -653,7 +653,7 @@ def submit(
         print(json.dumps({"task": spec.id, "queue": queue.path, "jobs": rows}))
     elif any(r["job_id"] for r in rows):
         console.print(f"queue {queue.path}: {queue.counts()}; drain it with `trainergym worker --backend runpod|local` "
-                      "(or `--backend mock` to rehearse on simulated pods)", markup=False, soft_wrap=True)
+                      "(or `--backend mini` to train a tiny model here, `--backend mock` to rehearse on simulated pods)", markup=False, soft_wrap=True)
     raise typer.Exit(0 if all(r["job_id"] for r in rows) else 1)
 
 
@@ -909,10 +909,11 @@ def mini_build_base(
     distribution only; print its content key, where it is, and its pre score on the hidden eval."""
     import time
 
-    from trainergym.backends.mini import detect_device, eval_rows, missing_extra
+    from trainergym.backends.mini import detect_device, eval_rows, missing_extra, quiet
 
     if why := missing_extra():
         raise _usage_error(why)
+    quiet()
     spec = _task(None, family)
     from trainergym.mini import train as mini_train
     from trainergym.mini.base import build_base, find_base

@@ -358,7 +358,7 @@ def read_notes(notes_dir: Path) -> dict[str, int]:
     return dict(counts.most_common(NOTE_KINDS))
 
 
-def _quiet() -> None:
+def quiet() -> None:
     """No per-step deprecation warnings or weight-loading bars from transformers on the user's
     terminal (an episode's output is the reward table): process-wide, and only these."""
     import warnings
@@ -392,7 +392,7 @@ class MiniBackend:
         self._base_lock = threading.Lock()
         self._jobs: dict[str, asyncio.Future] = {}
         self._cancel: dict[str, Path] = {}
-        _quiet()
+        quiet()
 
     @classmethod
     def from_options(cls, options: BackendOptions) -> MiniBackend:
