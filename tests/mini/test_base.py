@@ -2,9 +2,12 @@
 
 import json
 
+import pytest
+
 from tests.marks import import_extra
 
-import_extra("transformers", "the mini backend", "mini")
+pytestmark = pytest.mark.extras
+import_extra("torch", "the mini backend", "mini")
 
 from trainergym.mini import base as mini_base  # noqa: E402
 from trainergym.mini.scale import SCALES, Scale  # noqa: E402

@@ -10,6 +10,7 @@ import pytest
 
 from tests.marks import import_extra
 
+pytestmark = pytest.mark.extras
 torch = import_extra("torch", "the mini backend", "mini")
 
 from trainergym.mini.base import trace_ids  # noqa: E402

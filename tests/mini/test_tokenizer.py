@@ -5,6 +5,7 @@ import pytest
 
 from tests.marks import import_extra
 
+pytestmark = pytest.mark.extras
 import_extra("transformers", "the mini backend", "mini")
 
 from trainergym.mini.tokenizer import (  # noqa: E402
