@@ -309,8 +309,13 @@ def test_toolset_matches_declared_interface_and_replays_the_solver(fam):
     asyncio.run(all_rows())
 
 
-def test_family_taskset_passes_vf_validate(fam, tmp_path):
+# A vf-validate process per family costs ~8 s: the first tier validates one shipped family and the
+# seventh (the example a family author copies); the second tier, every family.
+@pytest.mark.parametrize("fam_id", ["calc_chain", "seventh",
+                                    *(pytest.param(f, marks=pytest.mark.slow) for f in INSTALLED if f != "calc_chain")])
+def test_family_taskset_passes_vf_validate(fam_id, request, tmp_path):
     """verifiers' own model-free validation, offline: gold passes, an untouched task fails."""
+    fam = request.getfixturevalue("seventh") if fam_id == "seventh" else families()[fam_id]
     exe = Path(sys.executable).with_name("vf-validate")
     taskset_id = fam.__name__.partition(".")[0]  # a family's package is its verifiers taskset
     out = subprocess.run([str(exe), taskset_id, "--runtime.type", "subprocess", "--taskset.num-tasks", "6", "--rich",
