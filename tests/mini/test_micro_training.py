@@ -26,13 +26,14 @@ EVAL_N = 128
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_reference_keeps_accuracy_and_lr_x100_collapses_it():
     import torch
 
-    torch.set_num_threads(2)
-    started = time.time()
+    torch.set_num_threads(1)  # on 2 shared cores, two threads contend: 1 trains these steps ~2x faster under load
     family = get_family("calc_chain")
-    base = find_base(family, "micro") or build_base(family, "micro")
+    base = find_base(family, "micro") or build_base(family, "micro")  # shipped: a stale one is test_base's failure
+    started = time.time()
     ref = reference_table(family)
     tasks = family.generate("mini-test-job", 500, namespace="public", difficulty=1)
     eval_items = family.generate("mini-test-eval", EVAL_N, namespace="public", difficulty=1)
@@ -46,4 +47,4 @@ def test_reference_keeps_accuracy_and_lr_x100_collapses_it():
     assert results["lr_x100"].post_mean < pre / 2, results["lr_x100"].as_dict()
     assert results["reference"].n == 1 and len(results["reference"].seeds[0].rewards) == STEPS
     assert any("batch_size" in line for line in results["reference"].unhonoured)
-    assert time.time() - started < 180 + (0 if base.info.get("source") != "built" else 120)
+    assert time.time() - started < 180, "the micro configuration must train both jobs within 3 minutes"

@@ -175,6 +175,9 @@ def build_base(family, scale: str = "micro", seed: int = 0, cache: Path | None =
     model = make_model(sc, tokenizer, seed).to(device)
     traces = [t for row in warmup_rows(family, sc.sft_items, f"{WARMUP_SEED}-{seed}", sc.difficulty)
               if (t := trace_ids(tokenizer, family, row)) and len(t[0]) <= sc.max_len]
+    if len(traces) < sc.sft_batch:
+        raise ValueError(f"only {len(traces)} of {family.ID}'s warm-up traces fit the {scale} scale's {sc.max_len} "
+                         "tokens: too few to warm up a base")
     dev = warmup_rows(family, sc.dev_items, f"{DEV_SEED}-{seed}", sc.difficulty)
     limits = trace_caps(traces, sc)
     caps = dict(max_turns=16, **limits)

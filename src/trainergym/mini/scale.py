@@ -23,7 +23,7 @@ class Scale:
     layers: int
     heads: int
     mlp: int
-    max_len: int  # positions: prompt plus every turn and tool response
+    max_len: int  # positions: prompt plus every turn and tool response (a base caps its rollouts far below)
     tuned_lr: float  # the mini lr of a job at its family reference job's lr
     max_tokens_cap: int  # a turn's tokens (the job's max_tokens counts a real tokenizer's, far shorter text)
     batch_cap: int  # rollouts per GRPO step at most
@@ -44,7 +44,7 @@ class Scale:
 SCALES = {
     "gpu": Scale("gpu", hidden=256, layers=4, heads=8, mlp=768, max_len=1024, tuned_lr=1e-4, max_tokens_cap=96,
                  batch_cap=256, sft_eval_every=5, difficulty=1),
-    "micro": Scale("micro", hidden=64, layers=2, heads=4, mlp=192, max_len=192, tuned_lr=1e-4, max_tokens_cap=40,
+    "micro": Scale("micro", hidden=64, layers=2, heads=4, mlp=192, max_len=1024, tuned_lr=1e-4, max_tokens_cap=40,
                    batch_cap=32, sft_lr=3e-3, sft_batch=32, sft_max_steps=1500, sft_eval_every=10, sft_items=4000,
                    dev_items=64, target=0.25, difficulty=1),
 }
