@@ -88,3 +88,19 @@ def test_a_users_model_directory_is_a_base(tmp_path):
 
     with pytest.raises(ValueError, match="config.json"):
         mini_base.Base.from_dir(user, "calc_chain")
+
+
+def test_a_toy_base_builds_caches_and_reloads(tmp_path, monkeypatch):
+    """The whole warm-up path on a long-trace family at a toy size: built, cached by key, found again."""
+    from dataclasses import replace
+
+    toy = replace(SCALES["micro"], name="toy", hidden=32, heads=2, mlp=64, max_len=400, sft_items=64, sft_batch=8, sft_max_steps=4,
+                  sft_eval_every=4, dev_items=4, target=1.1)
+    monkeypatch.setitem(SCALES, "toy", toy)
+    family = get_family("dispatch")
+    base = mini_base.build_base(family, "toy", cache=tmp_path, log=lambda _: None)
+    assert base.info["steps"] == 4 and base.info["warmup"]["namespace"] == "public"
+    assert base.caps()["max_len"] <= toy.max_len and base.caps()["max_tokens"] <= toy.max_tokens_cap
+    assert mini_base.find_base(family, "toy", cache=tmp_path).path == base.path
+    model, tok = base.load()
+    assert sum(p.numel() for p in model.parameters()) == base.info["parameters"]
