@@ -28,9 +28,9 @@ from trainergym.paths import PACKAGE_DATA, data_dir, default_workdir
 
 BACKENDS = ("local", "runpod", "mini")  # what `run(backend=...)` can be asked to check for
 # Minutes one mini job of the reference's size takes at the default scale and seeds (docs/backends.md,
-# "mini"): on the CPU, 2 seeds at the micro scale, measured on a 2-core host; on a GPU, 8 seeds at the
-# gpu scale side by side, the H200 prototype (a slower GPU takes longer).
-MINI_MINUTES = {"cpu": 6, "cuda": 5}
+# "mini"): on the CPU, 2 seeds of 60 steps at the micro scale, measured (605 s on a loaded 2-core
+# host, 2026-12-01); on a GPU, 8 seeds at the gpu scale side by side, the H200 target.
+MINI_MINUTES = {"cpu": 10, "cuda": 5}
 # Free disk the local worker's work directory should have. An estimate, not a measurement: prime-rl's
 # checkout and its venv (torch, vLLM), the scorer's venv, the base model, a job's checkpoints. The
 # Runpod pods the pool rents get the same (`container_disk_gb=60` in trainergym.infra.runpod_graphql).
