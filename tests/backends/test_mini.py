@@ -89,6 +89,10 @@ def test_an_episode_trains_for_real_at_the_mini_scale(tmp_path, untrained_base, 
     # paid against the mini base's own pre, never baselines.toml's full-scale figures
     assert r["best_pre"] == result.pre and r["best_pre_source"].startswith("measured (mini scale")
     assert r["source"] == "measured (mini scale)"
+    from trainergym.infra.costs import Ledger
+
+    billed = [row for row in Ledger().rows(env.episode.id) if row["kind"] == "gpu"]
+    assert len(billed) == 1 and billed[0]["usd"] == 0 and "on the CPU" in billed[0]["note"], billed
     saved = json.loads((env.run_path / "result.json").read_text())
     assert RunResult.model_validate(saved).scale == "mini"
     from typer.testing import CliRunner
