@@ -101,18 +101,22 @@ def check_reward(family_module: str, tasks: list[Task], completions: list[list[d
 
 def _one_seed(family_module: str, base: Base, scale_name: str, knobs, tasks, reward, eval_rows, seed: int,
               device: str, threads: int | None, verbose: bool) -> SeedResult:
-    """Train one seed from the base and score it: runs in a worker process, or inline on CPU."""
+    """Train one seed from the base and score it: runs in a worker process, or inline on CPU. On a
+    CPU it runs one torch thread unless told otherwise: a model this small gains nothing from
+    intra-op threads, and on shared cores two threads made it 5-10x slower."""
     import torch
 
-    if threads:
-        torch.set_num_threads(threads)
-    family = importlib.import_module(family_module)
-    scale = get_scale(scale_name)
-    torch.manual_seed(seed)
-    model, tokenizer = base.load(device)
-    run = train_seed(model, tokenizer, family, tasks, reward, knobs, seed, device=device, max_len=base.caps()["max_len"],
-                     log=print if verbose else None)
-    post = accuracy(run.model, tokenizer, family, eval_rows, **eval_caps(base))
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or (1 if device == "cpu" else before))
+    try:
+        family = importlib.import_module(family_module)
+        torch.manual_seed(seed)
+        model, tokenizer = base.load(device)
+        run = train_seed(model, tokenizer, family, tasks, reward, knobs, seed, device=device,
+                         max_len=base.caps()["max_len"], log=print if verbose else None)
+        post = accuracy(run.model, tokenizer, family, eval_rows, **eval_caps(base))
+    finally:
+        torch.set_num_threads(before)
     return SeedResult(seed=seed, post=post, rewards=run.rewards, seconds=round(run.seconds, 2), rollouts=run.rollouts,
                       generation_seconds=round(run.generation_seconds, 2))
 
