@@ -29,6 +29,7 @@ The bar a mini job is paid against (`best_pre`) is the mini base's own pre score
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import json
 import math
@@ -36,6 +37,7 @@ import os
 import queue as queue_mod
 import secrets
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -483,7 +485,11 @@ class MiniBackend:
             rows_eval = eval_rows(task.family, self.scale, self.eval_n)
             seeds = [self.seed + i for i in range(self.seeds)]
             fit, cap = fitting_share(family, base, rows)
-            mini = train(bundle.job.model_dump(), base, family, rows, reward, rows_eval, seeds=seeds, device=self.device)
+            # The trainer prints its summary to stdout, which holds a command's table or JSON: stderr instead
+            # (process-wide while it trains; seeds in processes of their own print where they print).
+            with contextlib.redirect_stdout(sys.stderr):
+                mini = train(bundle.job.model_dump(), base, family, rows, reward, rows_eval, seeds=seeds,
+                             device=self.device)
         except Cancelled:
             return self._failed(bundle, job_id, FailureReason.CANCELLED, wall_seconds=round(time.time() - started, 1))
         except Exception as e:  # noqa: BLE001 - the engine failed on this job: one line, the job's failure
