@@ -187,6 +187,25 @@ def test_worker_mini_drains_the_queue(tmp_path, untrained_base):
     assert done.result.details["n"] == 1 and done.result.job_id == job.id
 
 
+def test_cancel_stops_a_training_job_at_its_next_reward_batch(tmp_path, untrained_base):
+    files = dict(reference_job_files("calc_chain"))
+    files["job.toml"] = files["job.toml"].replace("max_steps = 60", "max_steps = 200")
+    b = bundle(tmp_path, files)
+    mini = backend(untrained_base)
+
+    async def go():
+        handle = await mini.submit(b, load_task("calc_chain"))
+        await asyncio.sleep(8)  # the session is open and training has begun (or is about to)
+        await mini.cancel(handle)
+        await mini.cancel(handle)  # idempotent
+        return await mini.result(handle, timeout=120)
+
+    started = time.time()
+    result = asyncio.run(go())
+    assert result.status == "cancelled" and result.scale == "mini", result
+    assert time.time() - started < 120
+
+
 def test_bad_options_say_why_in_one_line(tmp_path):
     with pytest.raises(BackendUnavailable, match="not a Hugging Face model directory"):
         make_backend("mini", base_model=tmp_path)
