@@ -59,7 +59,8 @@ SEEDS = {"cuda": 8, "cpu": 2}  # default seeds per job: side by side on a GPU; o
 SCALE = {"cuda": "gpu", "cpu": "micro"}  # default scale per device
 REWARD_CALL_SECONDS = 10.0  # CPU seconds one reward call may take in the child (the probe's per-call limit)
 SESSION_CPU_BASE = 120.0  # CPU seconds of a confined session: import and load, plus ...
-SESSION_CPU_PER_ROLLOUT = 0.02  # ... this per rollout it scores (measured: ~2 ms; ten times that)
+SESSION_CPU_PER_ROLLOUT = 0.02  # ... this per rollout it scores (measured: 0.3 ms a rollout for the calc_chain
+# reference reward, 256 per request, round trip included; a slow reward gets 60 times that)
 NOTE_KINDS = 8  # distinct reward notes kept per job
 
 
