@@ -101,6 +101,10 @@ def train_seed(model, tokenizer, family, tasks: list[Task], reward: Reward, knob
         trainer = _Trainer(model=model, reward_funcs=reward_func, args=args, train_dataset=dataset,
                            processing_class=tokenizer, rollout_func=rollout_func, optimizers=(opt, sched),
                            callbacks=[_Log()])
+        if log is None:  # quiet: no metrics dict printed to stdout (a command's table or JSON lives there)
+            from transformers.trainer_callback import PrinterCallback
+
+            trainer.remove_callback(PrinterCallback)
         started = time.perf_counter()
         trainer.train()
         run.seconds = time.perf_counter() - started
