@@ -5,6 +5,8 @@ by the env, which owns the attempt budget, the probe and the backend.
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from dataclasses import dataclass
 
@@ -55,14 +57,19 @@ class ToolSpec:
     @property
     def schema(self) -> dict:
         """The tool in OpenAI function-calling format: the argument model's JSON schema without
-        titles and with no other properties allowed."""
-        params = self.args.model_json_schema()
-        params.pop("title", None)
-        for prop in params.get("properties", {}).values():
-            prop.pop("title", None)
-        params.setdefault("properties", {})
-        params["additionalProperties"] = False
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": params}}
+        titles and with no other properties allowed (a fresh copy: the schema is made once)."""
+        return copy.deepcopy(_schema(self.name, self.description, self.args))
+
+
+@functools.cache
+def _schema(name: str, description: str, args: type[BaseModel]) -> dict:
+    params = args.model_json_schema()
+    params.pop("title", None)
+    for prop in params.get("properties", {}).values():
+        prop.pop("title", None)
+    params.setdefault("properties", {})
+    params["additionalProperties"] = False
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": params}}
 
 
 TOOLS = {
