@@ -134,10 +134,17 @@ def test_forged_result_lines_are_ignored(tmp_path, task, reference_files):
 
 
 def test_a_sandbox_that_will_not_start_or_goes_silent_is_the_host_failure(monkeypatch, tmp_path, task, reference_files):
-    """A worker the host cannot start, or one silent past every limit the job has, makes a report
-    that says the probe could not judge the job (`infra`); a worker that died under a job is
-    the job's crash, as before."""
+    """A host with no sandbox mode, a worker the host cannot start, or one silent past every limit
+    the job has, makes a report that says the probe could not judge the job (`infra`); a worker
+    that died under a job is the job's crash, as before."""
+    import shutil
+
     from trainergym.probe import sandbox
+
+    with monkeypatch.context() as m:
+        m.setattr(shutil, "which", lambda name: None)  # neither bubblewrap nor unshare
+        report, bundle = run(tmp_path / "none", task, reference_files, warm=False)
+    assert bundle is None and report.infra and "Install bubblewrap" in report.render() and "shape" not in status(report)
 
     def fails(infra):
         def run(self, package_dir, request, follow=None):

@@ -64,8 +64,8 @@ from trainergym.job import gpu, stack_env
 from trainergym.task import hidden
 from trainergym.job.bundle import (JOB_FILE, TASKSET_DIR, JobBundle, JobConfig, build_bundle, check_bounds, parse_job,
                             render_rl_toml, write_manifest)
-from trainergym.probe.sandbox import (CAP_FACTOR, WALL_FACTOR, Limits, Sandbox, WarmWorker, WorkerError, public_packages,
-                                      requested_mode, run_once)
+from trainergym.probe.sandbox import (CAP_FACTOR, WALL_FACTOR, Limits, Sandbox, SandboxUnavailable, WarmWorker, WorkerError,
+                                      public_packages, requested_mode, run_once)
 from trainergym.task.spec import TaskSpec, get_family
 
 MIN_TASKS = 32
@@ -643,6 +643,8 @@ def _converse(session: _Session, package_dir: Path, module: str, timeout: float,
             _, end = run_once(sandbox, package_dir, request, session.follow)
     except WorkerError as e:
         end, sandbox = {"stage": "infra" if e.infra else "crash", "error": str(e)}, None
+    except SandboxUnavailable as e:
+        end, sandbox = {"stage": "infra", "error": str(e)}, None
     except (RuntimeError, ValueError) as e:
         end, sandbox = {"stage": "crash", "error": str(e)}, None
     confinement = sandbox.describe() if sandbox else "no sandbox ran"

@@ -76,12 +76,22 @@ class Limits:
     open_files: int = 256
 
 
-@cache
+_WORKS: dict[tuple[str, ...], bool] = {}
+
+
 def _works(*cmd: str) -> bool:
+    """Whether `cmd true` succeeds here: remembered for the process, unless it ran out of time (a
+    loaded host; asked again next time, not taken for a host that cannot)."""
+    if cmd in _WORKS:
+        return _WORKS[cmd]
     try:
-        return subprocess.run([*cmd, "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+        ok = subprocess.run([*cmd, "true"], capture_output=True, timeout=30).returncode == 0
+    except subprocess.TimeoutExpired:
         return False
+    except OSError:
+        ok = False
+    _WORKS[cmd] = ok
+    return ok
 
 
 def _hidden_dirs(data_dir: Path) -> list[Path]:
@@ -166,6 +176,10 @@ def _unshare() -> list[str] | None:
         return None
     cmd = [unshare, *_NAMESPACES, *([] if os.geteuid() == 0 else ["--user", "--map-root-user"])]
     return cmd if _works(*cmd) else None
+
+
+class SandboxUnavailable(RuntimeError):
+    """No sandbox mode works on this host (a failure of the host's, never of a job)."""
 
 
 class Sandbox:
@@ -273,8 +287,8 @@ class Sandbox:
         read-only at /tmp/spool (the unconfined mode: at its own path). The first process joins
         `cgroup` before agent code runs."""
         if self.kind == "unavailable":
-            raise RuntimeError(f"{self.describe()}. Install bubblewrap (Debian package `bubblewrap`), or allow "
-                               "unprivileged user namespaces; `trainergym doctor` shows what this host supports")
+            raise SandboxUnavailable(f"{self.describe()}. Install bubblewrap (Debian package `bubblewrap`), or allow "
+                                     "unprivileged user namespaces; `trainergym doctor` shows what this host supports")
         if self.kind == "rlimits-only":
             return list(argv)
         steps = self.mounts(spool)
