@@ -115,17 +115,18 @@ FIT_SAMPLE = 500  # job tasks whose solver rollout is measured against the base'
 
 
 def fitting_share(family, base, rows: list[dict]) -> tuple[float, int]:
-    """(share of the job's tasks whose family-solver rollout fits the base's length cap, the cap),
-    on up to FIT_SAMPLE tasks spread over the taskset. A task that does not fit is cut before it
-    can be answered and earns nothing in training: a job of long tasks teaches a small-context mini
-    model nothing (the family's code reads the job's data here, as the probe's does; an unreadable
-    task counts as not fitting)."""
+    """(share of the job's tasks whose family-solver rollout fits the base's caps, the cap on what
+    follows the prompt), on up to FIT_SAMPLE tasks spread over the taskset. A task that does not fit
+    is cut before it can be answered and earns nothing in training: a job of long tasks teaches a
+    small-context mini model nothing (the family's code reads the job's data here, as the probe's
+    does; an unreadable task counts as not fitting)."""
     from trainergym.mini.base import trace_ids
     from trainergym.mini.scale import get_scale
     from trainergym.mini.tokenizer import load_tokenizer
 
     caps = base.caps() if hasattr(base, "caps") else {"max_len": get_scale(base.scale).max_len}
-    cap = int(caps["max_len"])
+    total = int(caps["max_len"])
+    new = int(caps.get("max_new", total))  # the engine's cap on tokens after the prompt, where it has one
     step = max(1, len(rows) // FIT_SAMPLE)
     sample = rows[::step][:FIT_SAMPLE]
     tokenizer = load_tokenizer(base.path)
@@ -135,8 +136,11 @@ def fitting_share(family, base, rows: list[dict]) -> tuple[float, int]:
             traced = trace_ids(tokenizer, family, {**row, "world": row.get("world") or {}})
         except Exception:  # noqa: BLE001 - family code on the job's data: unreadable
             traced = None
-        fits += traced is not None and len(traced[0]) <= cap
-    return (fits / len(sample) if sample else 0.0), cap
+        if traced is not None:
+            ids, mask = traced
+            prompt = mask.index(1) if 1 in mask else len(ids)
+            fits += len(ids) <= total and len(ids) - prompt <= new
+    return (fits / len(sample) if sample else 0.0), min(total, new)
 
 
 def to_probe_rollout(messages: list[dict]) -> dict:
@@ -513,8 +517,8 @@ class MiniBackend:
         reward_notes = read_notes(notes)
         unhonoured = list(mini.unhonoured)
         if fit < 0.95:
-            unhonoured.append(f"{1 - fit:.0%} of the job's tasks need more than the base's {cap} mini tokens for the "
-                              "family solver's rollout: theirs are cut before an answer and earn nothing")
+            unhonoured.append(f"{1 - fit:.0%} of the job's tasks need more than the base's {cap} mini tokens after the "
+                              "prompt for the family solver's rollout: theirs are cut before an answer and earn nothing")
         details = {
             "scale": mini.scale, "device": mini.device, "base_key": mini.base_key, "base": base_label,
             "base_source": (base.info or {}).get("source", "cache"), "seeds": [s.seed for s in mini.seeds],
