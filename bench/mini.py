@@ -106,12 +106,12 @@ def bench_generation(base, family, batch: int, knobs_turns: int, max_tokens: int
     model, tok = base.load(device)
     tasks = [Task.from_row(r) for r in family.generate(JOB_SEED, batch, namespace="public", difficulty=1)]
     gen = torch.Generator(device=device).manual_seed(0)
-    generate(model, tok, family, tasks[:8], max_turns=knobs_turns, max_tokens=max_tokens, max_len=base_max_len(base),
+    generate(model, tok, family, tasks[:8], max_turns=knobs_turns, max_tokens=max_tokens, **base_lens(base),
              generator=gen)  # warm-up
     ours = []
     for _ in range(repeats):
         t = time.perf_counter()
-        generate(model, tok, family, tasks, max_turns=knobs_turns, max_tokens=max_tokens, max_len=base_max_len(base),
+        generate(model, tok, family, tasks, max_turns=knobs_turns, max_tokens=max_tokens, **base_lens(base),
                  generator=gen)
         if device.startswith("cuda"):
             torch.cuda.synchronize()
@@ -123,8 +123,9 @@ def bench_generation(base, family, batch: int, knobs_turns: int, max_tokens: int
                     "run as calls close; trl_style: model.generate per turn over the re-encoded conversation"}
 
 
-def base_max_len(base) -> int:
-    return base.caps()["max_len"]
+def base_lens(base) -> dict:
+    caps = base.caps()
+    return {"max_len": caps["max_len"], "max_new": caps["max_new"]}
 
 
 def main(argv=None) -> int:
@@ -200,7 +201,7 @@ def _side_by_side(jobs: dict, base, family, tasks, reward, eval_items, args) -> 
     """Every job's seeds at once, one process each (what one GPU does with many small jobs)."""
     import multiprocessing as mp
 
-    from trainergym.mini.train import MiniResult, _one_seed, eval_caps
+    from trainergym.mini.train import MiniResult, _one_seed, eval_caps, training_len
     from trainergym.mini.knobs import map_knobs
     from trainergym.mini.rollout import accuracy
     from trainergym.mini.scale import get_scale
@@ -211,11 +212,12 @@ def _side_by_side(jobs: dict, base, family, tasks, reward, eval_items, args) -> 
     rows = [Task.from_row(t) for t in tasks]
     model, tok = base.load(args.device)
     pre = accuracy(model, tok, family, eval_items, **eval_caps(base))
+    max_new = training_len(base, family, tok, rows)
     del model
     work = [(name, s) for name in jobs for s in range(args.seeds)]
     started = time.time()
     with mp.get_context("spawn").Pool(len(work)) as pool:
-        out = pool.starmap(_one_seed, [(family.__name__, base, scale.name, knobs[name], rows, reward, eval_items, s,
+        out = pool.starmap(_one_seed, [(family.__name__, base, max_new, knobs[name], rows, reward, eval_items, s,
                                         args.device, args.threads or 1, False) for name, s in work])
     seconds = round(time.time() - started, 1)
     results = {}

@@ -80,7 +80,8 @@ def test_a_users_model_directory_is_a_base(tmp_path):
     shutil.copytree(shipped.path, user)
     base = mini_base.Base.from_dir(user, "calc_chain", "micro")
     assert base.info == {"source": "user"} and len(base.key) == 64
-    assert base.caps() == {"max_len": SCALES["micro"].max_len, "max_tokens": SCALES["micro"].max_tokens_cap}
+    micro = SCALES["micro"]
+    assert base.caps() == {"max_len": micro.max_len, "max_new": micro.max_len, "max_tokens": micro.max_tokens_cap}
     model, tok = base.load()
     assert model.config.vocab_size == len(tok)
     (user / "config.json").unlink()
@@ -100,7 +101,7 @@ def test_a_toy_base_builds_caches_and_reloads(tmp_path, monkeypatch):
     family = get_family("dispatch")
     base = mini_base.build_base(family, "toy", cache=tmp_path, log=lambda _: None)
     assert base.info["steps"] == 4 and base.info["warmup"]["namespace"] == "public"
-    assert base.caps()["max_len"] <= toy.max_len and base.caps()["max_tokens"] <= toy.max_tokens_cap
+    assert base.caps()["max_new"] <= toy.max_len and base.caps()["max_tokens"] <= toy.max_tokens_cap
     assert mini_base.find_base(family, "toy", cache=tmp_path).path == base.path
     model, tok = base.load()
     assert sum(p.numel() for p in model.parameters()) == base.info["parameters"]

@@ -5,7 +5,8 @@ see only zero rewards. The base is trained by supervised learning on the family'
 traces (`solve`) of items from its PUBLIC stream (`generate(seed, n, namespace="public")` with
 seeds of our own; the hidden eval is another namespace drawn from a secret seed, never read here),
 rendered in the chat format of `trainergym.mini.tokenizer`, loss on the model's own tokens only.
-It stops as soon as accuracy on a public dev split (greedy, the family's `check`) reaches the
+Its prompts come in the forms jobs write them too (`vary_form`: with or without a system prompt
+and the family's answer-format sentence). It stops as soon as accuracy on a public dev split (greedy, the family's `check`) reaches the
 scale's `target`, so its pre-score leaves room for a job to improve it, the way the untrained
 full-scale bases do.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 import tempfile
 import time
@@ -46,11 +48,12 @@ class Base:
     info: dict = field(default_factory=dict)
 
     def caps(self) -> dict:
-        """The rollout caps this base plays with: `max_len` (prompt plus every turn) and `max_tokens`
-        (one turn), twice the longest of its warm-up traces, within the scale's; a user's base gets the scale's."""
+        """The rollout caps this base plays with: `max_len` (the scale's positions), `max_new` (the
+        tokens after the prompt) and `max_tokens` (one turn), these two twice the longest of its
+        warm-up traces' within the scale's; a user's base gets the scale's."""
         scale = get_scale(self.scale)
         caps = self.info.get("caps", {})
-        return {"max_len": min(scale.max_len, caps.get("max_len", scale.max_len)),
+        return {"max_len": scale.max_len, "max_new": min(scale.max_len, caps.get("max_new", scale.max_len)),
                 "max_tokens": min(scale.max_tokens_cap, caps.get("max_tokens", scale.max_tokens_cap))}
 
     def load(self, device: str = "cpu"):
@@ -125,6 +128,35 @@ def warmup_rows(family, n: int, seed: str, difficulty: int | None) -> list[dict]
     return family.generate(seed, n, namespace="public", difficulty=difficulty)
 
 
+# Sentences a job's system prompt is made of, more or less: what the warm-up mixes in (with the
+# family's own TEACH and ANSWER sentences) so the base reads a task whatever frames it.
+GENERIC_SYSTEM = (
+    "You are a helpful assistant.", "You are a careful assistant.", "Use the tools for every step.",
+    "Call one tool per step.", "Never compute in your head.", "Think step by step.", "Be concise.",
+    "Pass each result to the next step.", "Answer exactly as asked.", "You have tools; use them.",
+    "Solve the task below.", "Do not guess: look it up with the tools.",
+)
+
+
+def vary_form(family, row: dict, rng) -> dict:
+    """`row` in one of the forms a job may give it (why: jobs write their own prompts, and a base
+    that read only the family's exact form solved 0% of the calc_chain reference job's, which adds a
+    system prompt and drops the answer-format sentence; docs/backends.md): half the time a system
+    prompt of 1-3 sentences drawn from the family's TEACH and ANSWER and generic ones, a third of
+    the time without the family's answer-format sentence. The answer and world are unchanged."""
+    import re
+
+    row = dict(row)
+    answer_format = getattr(family, "ANSWER", "")
+    if answer_format and answer_format in row["prompt"] and rng.random() < 1 / 3:
+        row["prompt"] = row["prompt"].replace(answer_format, "").rstrip()
+    if rng.random() < 0.5:
+        pool = [*re.split(r"(?<=\.)\s+", getattr(family, "TEACH", "").strip()), answer_format, *GENERIC_SYSTEM]
+        pool = [p for p in pool if p]
+        row["system_prompt"] = " ".join(rng.sample(pool, rng.randint(1, min(3, len(pool)))))
+    return row
+
+
 def trace_ids(tokenizer, family, row: dict) -> tuple[list[int], list[int]] | None:
     """The solver's rollout of `row` as (ids, loss mask), encoded piece by piece exactly as the
     rollout loop encodes it; None when the solver cannot read the row."""
@@ -146,17 +178,23 @@ def trace_ids(tokenizer, family, row: dict) -> tuple[list[int], list[int]] | Non
 
 
 def trace_caps(traces: list[tuple[list[int], list[int]]], scale: Scale) -> dict:
-    """Rollout caps from the solver's traces: twice the longest trace and the longest model turn,
-    within the scale's caps. A rollout that rambles stops there instead of at the scale's far
+    """Rollout caps from the solver's traces: twice the longest completion (after the prompt) and
+    the longest model turn, within the scale's caps. A rollout that rambles stops there instead of at the scale's far
     larger cap, which is most of the decoding time of a job that breaks its model."""
-    longest_turn = 0
+    longest_turn = longest = 0
     for _, mask in traces:
         run = 0
         for m in mask:
             run = run + 1 if m else 0
             longest_turn = max(longest_turn, run)
-    longest = max((len(ids) for ids, _ in traces), default=scale.max_len)
-    return {"max_len": min(scale.max_len, 2 * longest), "max_tokens": min(scale.max_tokens_cap, 2 * longest_turn)}
+        longest = max(longest, completion_len(mask))
+    return {"max_new": min(scale.max_len, 2 * longest), "max_tokens": min(scale.max_tokens_cap, 2 * longest_turn)}
+
+
+def completion_len(mask: list[int]) -> int:
+    """Tokens after the prompt in a trace's loss mask (the prompt is its leading zeros)."""
+    first = next((i for i, m in enumerate(mask) if m), len(mask))
+    return len(mask) - first
 
 
 def build_base(family, scale: str = "micro", seed: int = 0, cache: Path | None = None, device: str = "cpu",
@@ -173,14 +211,15 @@ def build_base(family, scale: str = "micro", seed: int = 0, cache: Path | None =
     tokenizer = build_tokenizer(family)
     torch.manual_seed(seed)
     model = make_model(sc, tokenizer, seed).to(device)
+    forms = random.Random(f"{WARMUP_SEED}-{seed}-forms")
     traces = [t for row in warmup_rows(family, sc.sft_items, f"{WARMUP_SEED}-{seed}", sc.difficulty)
-              if (t := trace_ids(tokenizer, family, row)) and len(t[0]) <= sc.max_len]
+              if (t := trace_ids(tokenizer, family, vary_form(family, row, forms))) and len(t[0]) <= sc.max_len]
     if len(traces) < sc.sft_batch:
         raise ValueError(f"only {len(traces)} of {family.ID}'s warm-up traces fit the {scale} scale's {sc.max_len} "
                          "tokens: too few to warm up a base")
     dev = warmup_rows(family, sc.dev_items, f"{DEV_SEED}-{seed}", sc.difficulty)
     limits = trace_caps(traces, sc)
-    caps = dict(max_turns=16, **limits)
+    caps = dict(max_turns=16, max_len=sc.max_len, **limits)
     opt = torch.optim.AdamW(model.parameters(), lr=sc.sft_lr, weight_decay=0.0)
     warmup = 50
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))

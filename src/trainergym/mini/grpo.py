@@ -45,7 +45,8 @@ class SeedRun:
 
 
 def train_seed(model, tokenizer, family, tasks: list[Task], reward: Reward, knobs: Knobs, seed: int,
-               device: str = "cpu", max_len: int = 1024, log: Callable[[str], None] | None = None) -> SeedRun:
+               device: str = "cpu", max_len: int = 1024, max_new: int | None = None,
+               log: Callable[[str], None] | None = None) -> SeedRun:
     """Train `model` in place with GRPO on `tasks` for `knobs.max_steps` steps."""
     import torch
     from datasets import Dataset
@@ -64,7 +65,7 @@ def train_seed(model, tokenizer, family, tasks: list[Task], reward: Reward, knob
         batch = [tasks[i] for i in trainer._mini_task_indices]
         played = generate(trainer.accelerator.unwrap_model(trainer.model), tokenizer, family, batch,
                           max_turns=knobs.max_turns, max_tokens=knobs.max_tokens, temperature=knobs.temperature,
-                          max_len=max_len, generator=gen)
+                          max_len=max_len, max_new=max_new, generator=gen)
         run.generation_seconds += time.perf_counter() - started
         run.rollouts += len(played)
         return {"prompt_ids": [r.prompt_ids for r in played], "completion_ids": [r.completion_ids for r in played],

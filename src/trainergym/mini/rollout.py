@@ -93,8 +93,11 @@ class _Seq:
 
 
 def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max_tokens: int,
-             temperature: float = 1.0, greedy: bool = False, max_len: int = 1024, generator=None) -> list[Rollout]:
-    """Play every task once with `model` (in order): sampled at `temperature`, or greedy."""
+             temperature: float = 1.0, greedy: bool = False, max_len: int = 1024, max_new: int | None = None,
+             generator=None) -> list[Rollout]:
+    """Play every task once with `model` (in order): sampled at `temperature`, or greedy. A rollout
+    stops at `max_len` positions in all, or after `max_new` tokens of its own (tool responses included)."""
+    limit = _Limit(max_len, max_new)
     import torch
     from transformers import DynamicCache
 
@@ -131,7 +134,7 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
                     probs = torch.softmax(logits.float() / temperature, -1)
                     sampled = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
                 sampled = sampled.tolist()
-                feeds = [[] if s.done else _advance(s, tok, encode, im_end, call_close, max_turns, max_tokens, max_len)
+                feeds = [[] if s.done else _advance(s, tok, encode, im_end, call_close, max_turns, max_tokens, limit)
                          for s, tok in zip(seqs, sampled, strict=True)]
                 if all(s.done for s in seqs):
                     break
@@ -152,7 +155,7 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
 
 
 def _advance(s: _Seq, sampled: int, encode, im_end: int, call_close: int, max_turns: int, max_tokens: int,
-             max_len: int) -> list[int]:
+             limit: _Limit) -> list[int]:
     """Take `s`'s next tokens (the pending forced response whole, else the sampled token), update
     its rollout, and return the tokens to feed."""
     out = s.out
@@ -161,7 +164,7 @@ def _advance(s: _Seq, sampled: int, encode, im_end: int, call_close: int, max_tu
         s.forced.clear()
         out.completion_ids.extend(toks)
         out.env_mask.extend([0] * len(toks))
-        if len(out.prompt_ids) + len(out.completion_ids) >= max_len:
+        if limit.reached(out):
             _finish(s, "max_len")
         return toks
     tok = sampled
@@ -186,7 +189,7 @@ def _advance(s: _Seq, sampled: int, encode, im_end: int, call_close: int, max_tu
         out.messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": result})
         s.turn = []
         forced = encode(render_response(result))
-        if out.tool_calls >= max_turns or len(out.prompt_ids) + len(out.completion_ids) + len(forced) >= max_len:
+        if out.tool_calls >= max_turns or limit.reached(out, len(forced)):
             out.completion_ids.extend(forced)  # the result is part of the rollout (masked), but no turn follows
             out.env_mask.extend([0] * len(forced))
             _finish(s, "max_turns" if out.tool_calls >= max_turns else "max_len", record=False)
@@ -194,9 +197,20 @@ def _advance(s: _Seq, sampled: int, encode, im_end: int, call_close: int, max_tu
             s.forced.extend(forced)
     elif len(s.turn) >= max_tokens:
         _finish(s, "max_tokens")
-    elif len(out.prompt_ids) + len(out.completion_ids) >= max_len:
+    elif limit.reached(out):
         _finish(s, "max_len")
     return [tok]
+
+
+class _Limit:
+    """A rollout's length caps: positions in all, and tokens after its prompt."""
+
+    def __init__(self, max_len: int, max_new: int | None):
+        self.max_len, self.max_new = max_len, max_new
+
+    def reached(self, out: Rollout, more: int = 0) -> bool:
+        new = len(out.completion_ids) + more
+        return len(out.prompt_ids) + new >= self.max_len or (self.max_new is not None and new >= self.max_new)
 
 
 def _decode(s: _Seq) -> str:
@@ -214,14 +228,14 @@ def _finish(s: _Seq, why: str, record: bool = True) -> None:
 
 
 def accuracy(model, tokenizer, family, rows: list[dict], *, max_turns: int, max_tokens: int, max_len: int,
-             batch: int = 256) -> float:
+             max_new: int | None = None, batch: int = 256) -> float:
     """Share of `rows` the model answers right, greedy, graded by the family's own `check` against
     each row's `answer`: how pre and post scores are measured."""
     correct = 0
     for lo in range(0, len(rows), batch):
         chunk = rows[lo:lo + batch]
         played = generate(model, tokenizer, family, [Task.from_row(r) for r in chunk], max_turns=max_turns,
-                          max_tokens=max_tokens, greedy=True, max_len=max_len)
+                          max_tokens=max_tokens, greedy=True, max_len=max_len, max_new=max_new)
         correct += sum(_checks(family, r.reply, row["answer"]) for r, row in zip(played, chunk, strict=True))
     return correct / len(rows) if rows else 0.0
 

@@ -84,6 +84,21 @@ def eval_caps(base: Base) -> dict:
     return dict(max_turns=EVAL_MAX_TURNS, **base.caps())
 
 
+def training_len(base: Base, family, tokenizer, tasks: list[Task], sample: int = 256) -> int:
+    """The completion budget of training rollouts (`max_new`): the base's, or more where the job's
+    own tasks need it (twice the longest solver completion of a sample of them), within the
+    scale's bound. Why: a job's curriculum may run longer than the base's warm-up (the calc_chain
+    reference job's 6-step chains), and a rollout cut short earns nothing whatever the job's quality."""
+    from trainergym.mini.base import completion_len, trace_ids
+
+    need = base.caps()["max_new"]
+    for t in tasks[:: max(1, len(tasks) // sample)]:
+        row = {"prompt": t.prompt, "system_prompt": t.system_prompt, "answer": t.answer, "world": t.world or {}}
+        if traced := trace_ids(tokenizer, family, row):
+            need = max(need, 2 * completion_len(traced[1]))
+    return min(get_scale(base.scale).max_len, need)
+
+
 def check_reward(family_module: str, tasks: list[Task], completions: list[list[dict]]) -> list[float]:
     """1.0 where the family's own check accepts a completion's last assistant reply for its task's
     answer, else 0.0: the reward tests and bench/mini.py train with (the backend passes the job's
@@ -99,7 +114,7 @@ def check_reward(family_module: str, tasks: list[Task], completions: list[list[d
     return out
 
 
-def _one_seed(family_module: str, base: Base, scale_name: str, knobs, tasks, reward, eval_rows, seed: int,
+def _one_seed(family_module: str, base: Base, max_new: int, knobs, tasks, reward, eval_rows, seed: int,
               device: str, threads: int | None, verbose: bool) -> SeedResult:
     """Train one seed from the base and score it: runs in a worker process, or inline on CPU. On a
     CPU it runs one torch thread unless told otherwise: a model this small gains nothing from
@@ -113,7 +128,7 @@ def _one_seed(family_module: str, base: Base, scale_name: str, knobs, tasks, rew
         torch.manual_seed(seed)
         model, tokenizer = base.load(device)
         run = train_seed(model, tokenizer, family, tasks, reward, knobs, seed, device=device,
-                         max_len=base.caps()["max_len"], log=print if verbose else None)
+                         max_len=base.caps()["max_len"], max_new=max_new, log=print if verbose else None)
         post = accuracy(run.model, tokenizer, family, eval_rows, **eval_caps(base))
     finally:
         torch.set_num_threads(before)
@@ -135,8 +150,9 @@ def train(job, base: Base, family, tasks: list[dict] | list[Task], reward: Rewar
     tasks = [t if isinstance(t, Task) else Task.from_row(t) for t in tasks]
     model, tokenizer = base.load(device)
     pre = accuracy(model, tokenizer, family, eval_items, **eval_caps(base))
+    max_new = training_len(base, family, tokenizer, tasks)
     del model
-    args = [(family.__name__, base, scale.name, knobs, tasks, reward, eval_items, s, device, threads, verbose)
+    args = [(family.__name__, base, max_new, knobs, tasks, reward, eval_items, s, device, threads, verbose)
             for s in seeds]
     workers = parallel if parallel is not None else (len(seeds) if device.startswith("cuda") else 1)
     if workers <= 1:
@@ -149,4 +165,4 @@ def train(job, base: Base, family, tasks: list[dict] | list[Task], reward: Rewar
     return MiniResult(family=family.ID, scale=scale.name, base_key=base.key, pre=pre, seeds=results,
                       knobs={k: v for k, v in asdict(knobs).items() if k != "unhonoured"},
                       unhonoured=list(knobs.unhonoured), n_eval=len(eval_items), seconds=round(time.time() - started, 1),
-                      device=device)
+                      device=device, extra={"train_max_new": max_new, "eval_caps": eval_caps(base)})
