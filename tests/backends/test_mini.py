@@ -231,3 +231,16 @@ def test_seeds_in_processes_of_their_own_each_score_in_a_sandbox_of_their_own(tm
     result = train(b.job.model_dump(), base, family, rows, reward, rows[:4], seeds=[0, 1], device="cpu", parallel=2)
     assert result.n == 2 and all(s.rewards == [0.0, 0.0] for s in result.seeds)
     assert len(list(notes.glob("notes-*.jsonl"))) == 2 and sum(read_notes(notes).values()) == 128
+
+
+def test_rollouts_prices_and_eval_items():
+    from trainergym.backends.mini import eval_rows, gpu_price
+
+    call = {"role": "assistant", "content": "thinking", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "calc_add", "arguments": "not json"}}]}
+    cut = to_probe_rollout([call, {"role": "tool", "tool_call_id": "c1", "name": "calc_add", "content": "3"}])
+    assert cut == {"calls": [{"tool": "calc_add", "arguments": {}, "result": "3"}], "reply": ""}  # ended on a call
+    assert to_probe_rollout([]) == {"calls": [], "reply": ""}
+    assert gpu_price("NVIDIA A40") == 0.44 and gpu_price("NVIDIA A100-SXM4-80GB") == 1.39 and gpu_price("NVIDIA H200") == 0
+    rows = eval_rows("calc_chain", "micro")
+    assert rows and {r["difficulty"] for r in rows} == {1} and len(eval_rows("calc_chain", "micro", 5)) == 5
