@@ -489,7 +489,10 @@ class MiniBackend:
             # The hidden eval stays in this process: the engine scores pre and post here.
             rows_eval = eval_rows(task.family, self.scale, self.eval_n)
             seeds = [self.seed + i for i in range(self.seeds)]
-            fit, cap = fitting_share(family, base, rows)
+            try:
+                fit, cap = fitting_share(family, base, rows)
+            except Exception:  # noqa: BLE001 - a diagnostic, never the job's failure (e.g. a user's own tokenizer)
+                fit, cap = None, 0
             # The trainer prints its summary to stdout, which holds a command's table or JSON: stderr instead
             # (process-wide while it trains; seeds in processes of their own print where they print).
             with contextlib.redirect_stdout(sys.stderr):
@@ -516,7 +519,7 @@ class MiniBackend:
                      if on_gpu else f"{mini.seconds:.0f} s on the CPU: no GPU billed, $0")
         reward_notes = read_notes(notes)
         unhonoured = list(mini.unhonoured)
-        if fit < 0.95:
+        if fit is not None and fit < 0.95:
             unhonoured.append(f"{1 - fit:.0%} of the job's tasks need more than the base's {cap} mini tokens after the "
                               "prompt for the family solver's rollout: theirs are cut before an answer and earn nothing")
         details = {
@@ -526,12 +529,13 @@ class MiniBackend:
             "eval_items": mini.n_eval, "eval_difficulty": get_scale(self.scale).difficulty, "unhonoured": unhonoured,
             "knobs": mini.knobs, "reward_curves": {str(s.seed): s.rewards for s in mini.seeds},
             "rollouts": sum(s.rollouts for s in mini.seeds), "seed_seconds": [s.seconds for s in mini.seeds],
-            "job_tasks": len(rows), "job_tasks_fitting": round(fit, 3), "reward_confinement": reward.confinement,
+            "job_tasks": len(rows), "job_tasks_fitting": None if fit is None else round(fit, 3),
+            "reward_confinement": reward.confinement,
             "reward_notes": reward_notes, "cost": cost_note,
         }
         self._ledger(bundle, job_id, cost, on_gpu and bool(price), cost_note)
         note = f"; {sum(reward_notes.values())} rewards were 0 for a failure of the job's reward" if reward_notes else ""
-        if fit < 0.5:
+        if fit is not None and fit < 0.5:
             note += f"; only {fit:.0%} of the job's tasks fit the base's {cap}-token rollouts (the rest earn nothing)"
         return RunResult(
             status="succeeded", job_id=job_id, content_hash=bundle.manifest.content_hash, base_model=base_label,
