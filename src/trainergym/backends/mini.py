@@ -29,7 +29,6 @@ The bar a mini job is paid against (`best_pre`) is the mini base's own pre score
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib.util
 import json
 import math
@@ -37,7 +36,6 @@ import os
 import queue as queue_mod
 import secrets
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -493,11 +491,9 @@ class MiniBackend:
                 fit, cap = fitting_share(family, base, rows)
             except Exception:  # noqa: BLE001 - a diagnostic, never the job's failure (e.g. a user's own tokenizer)
                 fit, cap = None, 0
-            # The trainer prints its summary to stdout, which holds a command's table or JSON: stderr instead
-            # (process-wide while it trains; seeds in processes of their own print where they print).
-            with contextlib.redirect_stdout(sys.stderr):
-                mini = train(bundle.job.model_dump(), base, family, rows, reward, rows_eval, seeds=seeds,
-                             device=self.device)
+            # Quiet: the engine prints nothing without a log function (stdout holds a command's table or JSON).
+            mini = train(bundle.job.model_dump(), base, family, rows, reward, rows_eval, seeds=seeds,
+                         device=self.device)
         except Cancelled:
             return self._failed(bundle, job_id, FailureReason.CANCELLED, wall_seconds=round(time.time() - started, 1))
         except Exception as e:  # noqa: BLE001 - the engine failed on this job: one line, the job's failure
