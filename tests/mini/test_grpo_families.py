@@ -8,6 +8,7 @@ import pytest
 
 from tests.marks import import_extra
 
+pytestmark = pytest.mark.extras
 import_extra("trl", "the mini backend", "mini")
 
 from trainergym.mini.base import build_base  # noqa: E402
