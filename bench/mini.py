@@ -201,19 +201,20 @@ def _side_by_side(jobs: dict, base, family, tasks, reward, eval_items, args) -> 
     """Every job's seeds at once, one process each (what one GPU does with many small jobs)."""
     import multiprocessing as mp
 
-    from trainergym.mini.train import MiniResult, _one_seed, eval_caps, training_len
+    from trainergym.mini.train import MiniResult, _one_seed, eval_caps, training_caps
     from trainergym.mini.knobs import map_knobs
     from trainergym.mini.rollout import accuracy
     from trainergym.mini.scale import get_scale
 
     scale = get_scale(base.scale)
     ref = reference_table(family)
-    knobs = {name: map_knobs(job, ref, scale, max_tokens_cap=base.caps()["max_tokens"]) for name, job in jobs.items()}
     rows = [Task.from_row(t) for t in tasks]
     model, tok = base.load(args.device)
     pre = accuracy(model, tok, family, eval_items, **eval_caps(base))
-    max_new = training_len(base, family, tok, rows)
+    caps = training_caps(base, family, tok, rows)
+    max_new = caps["max_new"]
     del model
+    knobs = {name: map_knobs(job, ref, scale, max_tokens_cap=caps["max_tokens"]) for name, job in jobs.items()}
     work = [(name, s) for name in jobs for s in range(args.seeds)]
     started = time.time()
     with mp.get_context("spawn").Pool(len(work)) as pool:

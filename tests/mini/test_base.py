@@ -105,3 +105,19 @@ def test_a_toy_base_builds_caches_and_reloads(tmp_path, monkeypatch):
     assert mini_base.find_base(family, "toy", cache=tmp_path).path == base.path
     model, tok = base.load()
     assert sum(p.numel() for p in model.parameters()) == base.info["parameters"]
+
+
+def test_training_caps_grow_with_the_jobs_tasks(tmp_path):
+    from trainergym.mini.rollout import Task
+    from trainergym.mini.tokenizer import load_tokenizer
+    from trainergym.mini.train import training_caps
+
+    calc = get_family("calc_chain")
+    base = mini_base.find_base(calc, "micro", 0, cache=tmp_path)
+    tok = load_tokenizer(base.path)
+    easy = [Task.from_row(r) for r in calc.generate("caps", 20, namespace="public", difficulty=1)]
+    hard = [Task.from_row(r) for r in calc.generate("caps", 20, namespace="public", difficulty=3)]
+    assert training_caps(base, calc, tok, easy) == {k: base.caps()[k] for k in ("max_new", "max_tokens")}
+    grown = training_caps(base, calc, tok, hard)
+    assert grown["max_new"] > base.caps()["max_new"] and grown["max_tokens"] >= base.caps()["max_tokens"]
+    assert grown["max_new"] <= SCALES["micro"].max_len and grown["max_tokens"] <= SCALES["micro"].max_tokens_cap

@@ -84,19 +84,25 @@ def eval_caps(base: Base) -> dict:
     return dict(max_turns=EVAL_MAX_TURNS, **base.caps())
 
 
-def training_len(base: Base, family, tokenizer, tasks: list[Task], sample: int = 256) -> int:
-    """The completion budget of training rollouts (`max_new`): the base's, or more where the job's
-    own tasks need it (twice the longest solver completion of a sample of them), within the
-    scale's bound. Why: a job's curriculum may run longer than the base's warm-up (the calc_chain
-    reference job's 6-step chains), and a rollout cut short earns nothing whatever the job's quality."""
+def training_caps(base: Base, family, tokenizer, tasks: list[Task], sample: int = 256) -> dict:
+    """The caps of training rollouts, `max_new` (tokens after the prompt) and `max_tokens` (a
+    turn): the base's, or more where the job's own tasks need it (twice the longest solver
+    completion and turn of a sample of them), within the scale's bounds. Why: a job's curriculum may
+    run longer than the base's warm-up (the calc_chain reference job's 6-step chains of 4-digit
+    operands), and a rollout cut short earns nothing whatever the job's quality."""
     from trainergym.mini.base import completion_len, trace_ids
 
-    need = base.caps()["max_new"]
+    scale, caps = get_scale(base.scale), base.caps()
+    new, turn = caps["max_new"], caps["max_tokens"]
     for t in tasks[:: max(1, len(tasks) // sample)]:
         row = {"prompt": t.prompt, "system_prompt": t.system_prompt, "answer": t.answer, "world": t.world or {}}
         if traced := trace_ids(tokenizer, family, row):
-            need = max(need, 2 * completion_len(traced[1]))
-    return min(get_scale(base.scale).max_len, need)
+            new = max(new, 2 * completion_len(traced[1]))
+            run = 0
+            for m in traced[1]:
+                run = run + 1 if m else 0
+                turn = max(turn, 2 * run)
+    return {"max_new": min(scale.max_len, new), "max_tokens": min(scale.max_tokens_cap, turn)}
 
 
 def check_reward(family_module: str, tasks: list[Task], completions: list[list[dict]]) -> list[float]:
@@ -145,13 +151,14 @@ def train(job, base: Base, family, tasks: list[dict] | list[Task], reward: Rewar
     relative to `reference` (default: the family's reference job)."""
     started = time.time()
     scale = get_scale(base.scale)
-    knobs = map_knobs(job, reference if reference is not None else reference_table(family), scale,
-                      max_tokens_cap=base.caps()["max_tokens"])
     tasks = [t if isinstance(t, Task) else Task.from_row(t) for t in tasks]
     model, tokenizer = base.load(device)
     pre = accuracy(model, tokenizer, family, eval_items, **eval_caps(base))
-    max_new = training_len(base, family, tokenizer, tasks)
+    caps = training_caps(base, family, tokenizer, tasks)
+    max_new = caps["max_new"]
     del model
+    knobs = map_knobs(job, reference if reference is not None else reference_table(family), scale,
+                      max_tokens_cap=caps["max_tokens"])
     args = [(family.__name__, base, max_new, knobs, tasks, reward, eval_items, s, device, threads, verbose)
             for s in seeds]
     workers = parallel if parallel is not None else (len(seeds) if device.startswith("cuda") else 1)
@@ -165,4 +172,4 @@ def train(job, base: Base, family, tasks: list[dict] | list[Task], reward: Rewar
     return MiniResult(family=family.ID, scale=scale.name, base_key=base.key, pre=pre, seeds=results,
                       knobs={k: v for k, v in asdict(knobs).items() if k != "unhonoured"},
                       unhonoured=list(knobs.unhonoured), n_eval=len(eval_items), seconds=round(time.time() - started, 1),
-                      device=device, extra={"train_max_new": max_new, "eval_caps": eval_caps(base)})
+                      device=device, extra={"train_caps": caps, "eval_caps": eval_caps(base)})
