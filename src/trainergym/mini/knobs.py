@@ -97,7 +97,7 @@ def map_knobs(job, reference, scale: Scale, max_tokens_cap: int | None = None) -
     max_tokens, cap = int(p["max_tokens"]), min(scale.max_tokens_cap, max_tokens_cap or scale.max_tokens_cap)
     if max_tokens > cap:
         out.append(f"max_tokens {max_tokens} -> {cap} mini tokens per turn (the mini tokenizer's tokens are "
-                   "characters; the base caps a turn at twice its warm-up's longest)")
+                   "characters; a turn is capped at twice the longest solver turn)")
         max_tokens = cap
     out.append(f"seq_len {p['seq_len']}: the base caps a rollout at twice its warm-up's longest trace "
                f"(at most {scale.max_len} mini tokens)")
