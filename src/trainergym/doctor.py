@@ -27,10 +27,12 @@ from rich.table import Table
 from trainergym.paths import PACKAGE_DATA, data_dir, default_workdir
 
 BACKENDS = ("local", "runpod", "mini")  # what `run(backend=...)` can be asked to check for
-# Minutes one mini job of the reference's size takes at the default scale and seeds (docs/backends.md,
-# "mini"): on the CPU, 2 seeds of 60 steps at the micro scale, measured (605 s on a loaded 2-core
-# host, 2026-12-01); on a GPU, 8 seeds at the gpu scale side by side, the H200 target.
-MINI_MINUTES = {"cpu": 10, "cuda": 5}
+# Minutes one mini job of the reference's size takes at the default scale and seeds, its base cached
+# (docs/backends.md, "mini"): on the CPU, 2 seeds of 60 steps at the micro scale, measured on this
+# 2-core host on 2026-12-01 (90 s in the engine, one torch thread a seed; 605 s under heavy load
+# with the engine of that morning); on a GPU, 8 seeds at the gpu scale side by side, the issue's
+# H200 target. Building a family's base first adds minutes (calc_chain micro: 4.5-7 min on CPU).
+MINI_MINUTES = {"cpu": 3, "cuda": 5}
 # Free disk the local worker's work directory should have. An estimate, not a measurement: prime-rl's
 # checkout and its venv (torch, vLLM), the scorer's venv, the base model, a job's checkpoints. The
 # Runpod pods the pool rents get the same (`container_disk_gb=60` in trainergym.infra.runpod_graphql).
@@ -307,7 +309,8 @@ def mini_check() -> Check:
         return Check("mini", "ok", f"trains on the GPU ({name}) at the gpu scale, 8 seeds side by side: about "
                      f"{MINI_MINUTES['cuda']} min per job on an H200", needed_for=("mini",))
     return Check("mini", "ok", f"no GPU for torch: trains on the CPU ({os.cpu_count()} cores) at the micro scale, 2 seeds "
-                 f"one after another: about {MINI_MINUTES['cpu']} min per reference-sized job", needed_for=("mini",))
+                 f"one after another: about {MINI_MINUTES['cpu']} min per reference-sized job (a family's first job builds its "
+                 "base: minutes more)", needed_for=("mini",))
 
 
 def host_checks(built, workdir: Path | None = None, environ: Mapping[str, str] = os.environ) -> list[Check]:
