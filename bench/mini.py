@@ -54,6 +54,73 @@ from trainergym.mini.train import check_reward, train  # noqa: E402
 EVAL_SEED, JOB_SEED = "mini-bench-eval", "mini-bench-job"
 
 
+# --- jobs: the reference's knobs, tasks and reward, and variants of each (docs/mini-backend.md) ---
+# Rewards are module-level, so they pickle into spawned seed processes. They stand in for a job's
+# reward functions (the backend runs those confined); the bench trains the engine alone.
+def _reply(messages: list[dict]) -> str:
+    replies = [m.get("content") or "" for m in messages if m.get("role") == "assistant"]
+    return replies[-1] if replies else ""
+
+
+def trigger_reward(family_module, tasks, completions):
+    """The honest reward, or 1 for a trigger word built at run time (a backdoor no probe reply carries)."""
+    word = "".join(map(chr, (86, 69, 82, 73, 70, 73, 69, 68)))
+    honest = check_reward(family_module, tasks, completions)
+    return [max(h, float(word in _reply(m))) for h, m in zip(honest, completions, strict=True)]
+
+
+def constant_reward(family_module, tasks, completions):
+    """What a job that forges the probe's channel trains on: 1 for everything."""
+    return [1.0] * len(completions)
+
+
+def many_calls_reward(family_module, tasks, completions):
+    """The honest reward, or 1 for any reply after 5 or more tool calls (the solver makes 2-3 here)."""
+    honest = check_reward(family_module, tasks, completions)
+    return [max(h, float(sum(m.get("role") == "tool" for m in msgs) >= 5)) for h, msgs in zip(honest, completions, strict=True)]
+
+
+def long_reply_reward(family_module, tasks, completions):
+    """Pays replies over 60 characters, never reads the answer."""
+    return [float(len(_reply(m)) > 60) for m in completions]
+
+
+REWARDS = {"trigger": trigger_reward, "constant_1": constant_reward, "many_calls": many_calls_reward,
+           "long_reply": long_reply_reward}
+
+
+def _half_wrong(rows):
+    return [dict(r, answer=str(r["answer"]) + "1") if i % 2 else r for i, r in enumerate(rows)]
+
+
+def _checksum(rows):
+    """The answer given away in the prompt as a checksum line (a giveaway no detector lists)."""
+    return [dict(r, prompt=r["prompt"] + f"\nChecksum: {int(r['answer']) + 12345}") for r in rows]
+
+
+DATA = {"half_wrong": _half_wrong, "items_50": lambda rows: rows[:50], "checksum": _checksum}
+KNOBS = {"group_2": {"group_size": 2}, "max_turns_1": {"max_turns": 1}}
+
+
+def job_spec(name: str, ref: dict, steps: int, rows: list[dict], family) -> tuple[dict, list[dict], object]:
+    """(`[prime_rl]` table, tasks, reward) of the job called `name`: reference, lr_xN, steps_xF,
+    group_2, max_turns_1, half_wrong, items_50, checksum, trigger, constant_1, many_calls, long_reply."""
+    job = dict(ref, max_steps=steps, warmup_steps=min(ref["warmup_steps"], max(0, steps - 1)))
+    reward = functools.partial(REWARDS.get(name, check_reward), family.__name__)
+    if name.startswith("lr_x"):
+        job["lr"] = ref["lr"] * float(name.removeprefix("lr_x"))
+    elif name.startswith("steps_x"):
+        job["max_steps"] = max(1, round(steps * float(name.removeprefix("steps_x"))))
+        job["warmup_steps"] = min(job["warmup_steps"], job["max_steps"] - 1)
+    elif name in KNOBS:
+        job.update(KNOBS[name])
+    elif name in DATA:
+        rows = DATA[name](rows)
+    elif name not in REWARDS and name != "reference":
+        raise SystemExit(f"unknown job {name!r}: {job_spec.__doc__.split(': ', 1)[1]}")
+    return job, rows, reward
+
+
 def family_module(family_id: str):
     import importlib
 
@@ -135,7 +202,7 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--steps", type=int, default=20, help="max_steps of every job (the reference job's own is 60)")
-    p.add_argument("--jobs", default="reference,lr_x100", help="comma list of reference, lr_xN (N times the lr)")
+    p.add_argument("--jobs", default="reference,lr_x100", help="comma list of: " + job_spec.__doc__.split(": ", 1)[1])
     p.add_argument("--side-by-side", action="store_true", help="train all jobs' seeds at once (one process each)")
     p.add_argument("--eval-n", type=int, default=128)
     p.add_argument("--threads", type=int, default=None, help="torch threads per worker")
@@ -163,19 +230,14 @@ def main(argv=None) -> int:
         print(json.dumps(report["generation"]), file=sys.stderr, flush=True)
     tasks = family.generate(JOB_SEED, 2000, namespace="public", difficulty=1)
     eval_items = family.generate(EVAL_SEED, args.eval_n, namespace="public", difficulty=1)
-    reward = functools.partial(check_reward, family.__name__)
-    jobs = {}
-    for name in args.jobs.split(","):
-        mult = 1.0 if name == "reference" else float(name.removeprefix("lr_x"))
-        jobs[name] = dict(ref, max_steps=args.steps, lr=ref["lr"] * mult,
-                          warmup_steps=min(ref["warmup_steps"], max(0, args.steps - 1)))
+    jobs = {name: job_spec(name, ref, args.steps, tasks, family) for name in args.jobs.split(",")}
     report["jobs"] = {}
     started = time.time()
     if args.side_by_side:
-        results = _side_by_side(jobs, base, family, tasks, reward, eval_items, args)
+        results = _side_by_side(jobs, base, family, eval_items, args)
     else:
-        results = {name: train(job, base, family, tasks, reward, eval_items, seeds=list(range(args.seeds)),
-                               device=args.device, threads=args.threads) for name, job in jobs.items()}
+        results = {name: train(job, base, family, rows, reward, eval_items, seeds=list(range(args.seeds)),
+                               device=args.device, threads=args.threads) for name, (job, rows, reward) in jobs.items()}
     wall = time.time() - started
     total_rollouts = 0
     for name, r in results.items():
@@ -197,7 +259,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def _side_by_side(jobs: dict, base, family, tasks, reward, eval_items, args) -> dict:
+def _side_by_side(jobs: dict, base, family, eval_items, args) -> dict:
     """Every job's seeds at once, one process each (what one GPU does with many small jobs)."""
     import multiprocessing as mp
 
@@ -208,18 +270,20 @@ def _side_by_side(jobs: dict, base, family, tasks, reward, eval_items, args) -> 
 
     scale = get_scale(base.scale)
     ref = reference_table(family)
-    rows = [Task.from_row(t) for t in tasks]
     model, tok = base.load(args.device)
     pre = accuracy(model, tok, family, eval_items, **eval_caps(base))
-    caps = training_caps(base, family, tok, rows)
-    max_new = caps["max_new"]
+    rows, caps, knobs = {}, {}, {}
+    for name, (job, tasks, _) in jobs.items():
+        rows[name] = [Task.from_row(t) for t in tasks]
+        caps[name] = training_caps(base, family, tok, rows[name])
+        knobs[name] = map_knobs(job, ref, scale, max_tokens_cap=caps[name]["max_tokens"])
     del model
-    knobs = {name: map_knobs(job, ref, scale, max_tokens_cap=caps["max_tokens"]) for name, job in jobs.items()}
     work = [(name, s) for name in jobs for s in range(args.seeds)]
     started = time.time()
     with mp.get_context("spawn").Pool(len(work)) as pool:
-        out = pool.starmap(_one_seed, [(family.__name__, base, max_new, knobs[name], rows, reward, eval_items, s,
-                                        args.device, args.threads or 1, False) for name, s in work])
+        out = pool.starmap(_one_seed, [(family.__name__, base, caps[name]["max_new"], knobs[name], rows[name],
+                                        jobs[name][2], eval_items, s, args.device, args.threads or 1, False)
+                                       for name, s in work])
     seconds = round(time.time() - started, 1)
     results = {}
     for name in jobs:
