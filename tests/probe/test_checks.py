@@ -158,3 +158,23 @@ def test_a_sandbox_that_will_not_start_or_goes_silent_is_the_host_failure(monkey
     monkeypatch.setattr(sandbox.WarmWorker, "run", fails(False))
     report, _ = run(tmp_path / "b", task, reference_files)
     assert not report.infra and status(report)["shape"] == "fail" and report.render().startswith("INVALID")
+
+
+def test_a_forked_child_starts_with_no_warm_workers_and_leaves_the_parents_alone(tmp_path, task, reference_files):
+    """A vector env's worker processes are forked from the process that made them: they must not
+    share its warm workers (two children on one worker collided, and one child's cleanup killed
+    the others'), nor wait on its threads; a child's copy of a worker never touches it."""
+    import os
+
+    from trainergym.probe import checks, sandbox
+
+    report, _ = run(tmp_path, task, reference_files)  # the pool holds a started worker
+    assert report.ok and checks._idle.qsize() >= 1
+    worker = checks._idle.queue[-1]
+    pid = os.fork()
+    if pid == 0:  # the child: check, then leave at once
+        ok = checks._idle.empty() and checks._started == checks._starting == 0 and sandbox._spawner is None
+        worker.close()
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and worker._proc.poll() is None and worker._spool.is_dir()

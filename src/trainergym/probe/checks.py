@@ -538,6 +538,19 @@ class _Session:
         return {"op": "config", "rl_toml": self.rl_toml} if self.rl_toml else None
 
 
+def _forget_after_fork() -> None:
+    """A forked child (a vector env's worker process, say) starts with no warm workers: the
+    parent's belong to the parent (their pipes, spool and cgroup; two children sharing one
+    collided, and one's cleanup killed the others'), and its threads are gone with their locks."""
+    global _idle, _started, _starting, _pool_lock, _readings_lock, _prepared_lock
+    _idle, _started, _starting, _pool_lock = queue.LifoQueue(), 0, 0, threading.Lock()
+    _readings_lock, _prepared_lock = threading.Lock(), threading.Lock()
+    _prepared.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _grow(runtime) -> bool:
     """Start one more worker in the background, if the pool may grow and no other is starting
     (one cold start at a time: each imports verifiers on a core of its own). It joins the idle

@@ -337,7 +337,30 @@ class Sandbox:
         return "/tmp/spool" if self.kind in ("bwrap", "namespaces") else str(spool)
 
 
-_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tg-sandbox-spawner")  # lives as long as the process
+_spawner: ThreadPoolExecutor | None = None  # the process's one spawning thread, made on first need
+_spawner_lock = threading.Lock()
+
+
+def _spawn(*args, **kwargs) -> subprocess.Popen:
+    """`subprocess.Popen(*args, **kwargs)`, from one long-lived thread of this process: bubblewrap's
+    --die-with-parent follows the thread that forked it, and a worker must outlive the
+    (short-lived) thread that happens to start it."""
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tg-sandbox-spawner")
+        spawner = _spawner
+    return spawner.submit(subprocess.Popen, *args, **kwargs).result()
+
+
+def _forget_after_fork() -> None:
+    """In a forked child (a vector env's worker process, say) the spawning thread is gone:
+    make another on first need."""
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 class WorkerError(RuntimeError):
@@ -365,6 +388,7 @@ class WarmWorker:
         self._cgroup: Cgroup | None = None
         self._baseline = 0  # processes in the cgroup once the worker is ready
         self._lock = threading.Lock()
+        self._owner = os.getpid()  # a forked child's copy of this object must not touch the worker
 
     def start(self) -> None:
         """Start the confined worker now, if it is not running (a first probe does this while the
@@ -386,11 +410,9 @@ class WarmWorker:
         os.chmod(self._spool / SCRIPT, 0o644)
         argv = [self.sandbox.runtime.python, "-I", f"{self.sandbox.spool_path(self._spool)}/{SCRIPT}", "--serve",
                 json.dumps(limits)]
-        # Spawned from one long-lived thread: bubblewrap's --die-with-parent follows the thread that
-        # forked it, and a worker must outlive the (short-lived) thread that happens to start it.
-        proc = _SPAWNER.submit(subprocess.Popen, self.sandbox.command(argv, self._spool, self._cgroup),
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               env=self.sandbox.env("/tmp"), cwd=self._spool, start_new_session=True).result()
+        proc = _spawn(self.sandbox.command(argv, self._spool, self._cgroup), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                      stderr=subprocess.DEVNULL, text=True, env=self.sandbox.env("/tmp"), cwd=self._spool,
+                      start_new_session=True)
         line = self._readline(proc, START_SECONDS)
         self._baseline = len(self._cgroup.pids()) if self._cgroup else 0
         (self._spool / SCRIPT).unlink(missing_ok=True)  # loaded: agent code need not find the probe's script
@@ -486,7 +508,10 @@ class WarmWorker:
             self._cgroup = None
 
     def close(self) -> None:
-        """Kill the worker and every process of its sandbox, and delete its spool."""
+        """Kill the worker and every process of its sandbox, and delete its spool (in the process
+        that made it only: a forked child's copy leaves its parent's worker alone)."""
+        if os.getpid() != self._owner:
+            return
         if self._proc is not None:
             self._end(self._proc)
             self._proc = None
