@@ -170,7 +170,10 @@ def test_the_confined_reward_pays_what_the_jobs_reward_pays(tmp_path):
         assert reward(tasks, completions) == [1.0, 0.0] * 3
     finally:
         reward.close()
-    assert reward(tasks[:1], completions[:1]) == [1.0]  # a new session in this process, after the old one
+    try:
+        assert reward(tasks[:1], completions[:1]) == [1.0]  # a new session in this process, after the old one
+    finally:
+        reward.close()  # or its sandbox outlives the test (the attack tests count what is left)
 
 
 def test_worker_mini_drains_the_queue(tmp_path, untrained_base):
