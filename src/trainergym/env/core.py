@@ -302,8 +302,10 @@ class AsyncTrainerEnv:
         submitting = asyncio.ensure_future(self.backend.submit(bundle, ep.task))
         try:
             handle = await asyncio.shield(submitting)
-        except asyncio.CancelledError:  # let the submit land, then cancel it: no job runs unknown
-            await self._cancel(await submitting)
+        except asyncio.CancelledError:  # let the submit land, record and cancel it: no job runs unknown
+            handle = await submitting
+            self._record_job(handle)
+            await self._cancel(handle)
             raise
         self._pending = handle
         self._record_job(handle)
