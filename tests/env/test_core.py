@@ -314,10 +314,11 @@ def test_make_vec_async_is_correct():
 
 
 def test_a_probe_the_host_fails_costs_no_attempt_and_one_the_job_fails_does(monkeypatch, reference_files):
-    """A job that waits past the probe's wall-clock limit with CPU time to spare stands for one a
-    loaded host starved: the report says the probe could not judge it and the attempt is
-    refunded (nothing cached: the same job may be submitted again). A job that burns its CPU
-    time fails as before and spends its attempt. Small limits, neither race the other."""
+    """A sandbox worker the host fails stands for a host failure: the report says the probe could
+    not judge the job and the attempt is refunded (nothing cached: the same job may be submitted
+    again). A job that sleeps past the wall-clock limit, or burns its CPU time, fails and spends
+    its attempt: a job that could choose to be not judged would probe the probe for free (red
+    team). Small limits, neither race the other."""
     from functools import partial
 
     from tests.fakes.jobs import write_job
@@ -336,11 +337,20 @@ def test_a_probe_the_host_fails_costs_no_attempt_and_one_the_job_fails_does(monk
         env.close()
         return obs, info, episode
 
+    from trainergym.probe import sandbox
+
     async def go():
-        obs, info, ep = await submit("import time\ntime.sleep(60)\n", timeout=60, wall=1)
-        assert obs.startswith("NOT JUDGED") and "within 1 s of wall-clock time" in obs, obs
+        with monkeypatch.context() as m:
+            def fails(self, package_dir, request, follow=None):
+                raise sandbox.WorkerError("the confined worker stopped answering for 99 s", infra=True)
+            m.setattr(sandbox.WarmWorker, "run", fails)
+            obs, info, ep = await submit("")
+        assert obs.startswith("NOT JUDGED") and "stopped answering" in obs, obs
         assert "did not use a submit attempt (attempts left: 3)" in obs
         assert info["attempts_left"] == 3 and ep.attempts == 0 and not ep.failed_hashes and not ep.done
+        obs, info, ep = await submit("import time\ntime.sleep(60)\n", timeout=60, wall=1)
+        assert obs.startswith("INVALID") and "more than 1 s of wall-clock time" in obs and "of CPU" not in obs, obs
+        assert info["attempts_left"] == 2 and ep.attempts == 1
         obs, info, ep = await submit("while True:\n    pass\n", timeout=1, wall=60)
         assert obs.startswith("INVALID") and "within 1 s of CPU time" in obs, obs
         assert info["attempts_left"] == 2 and ep.attempts == 1

@@ -1115,6 +1115,8 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
             report.infra = end.get("error") or "the sandbox failed"
             report.add("probe", "fail", f"the job could not be judged: {report.infra}",
                        "submit the job again; a probe that the host failed costs no submit attempt")
+        elif end.get("stage") == "idle":  # asleep or blocked past the limit: the job's own doing, on any host
+            report.add("shape", "fail", end.get("error", ""), "a job's code must never wait: no sleeps, locks or network")
         elif _shape(report, session, end):
             _data(report, session, job)
             _tools(report, session)

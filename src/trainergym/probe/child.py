@@ -448,10 +448,13 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
     Time limits count only while the job holds the floor (from a request to its answer; the
     library's own time between them does not count), and are of two kinds. `first["timeout"]`
     is the job's: CPU seconds its processes may use; past it the session ends (stage "cpu"),
-    the job's own doing on any host. `first["wall"]` (default three times that) is the host's:
-    seconds the job may spend neither running nor waiting for a CPU (asleep or blocked), and
-    `first["cap"]` (default four times that) on the clock in all (a host that starves it); past
-    either (stage "timeout") the library reports a failure of the infrastructure, not the job's."""
+    the job's own doing on any host. `first["wall"]` (default three times that) is the job's too:
+    seconds it may spend neither running nor waiting for a CPU (asleep or blocked: a sleep, a lock,
+    a stopped process wait on nothing the host does; stage "idle"). `first["cap"]` (default four
+    times that) is the clock in all: past it with neither limit reached, the host starved the job
+    of CPUs (stage "timeout") and the library reports a failure of the infrastructure. Neither
+    message carries a figure the job controls (how much CPU it used): a job that chose when to
+    stop could otherwise read out what it saw in the sandbox through the report."""
     req_r, req_w = os.pipe()
     out_r, out_w = os.pipe()
     log_path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"log-{first['nonce']}")
@@ -513,13 +516,14 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
     if why == "cpu":
         end = {"stage": "cpu", "error": f"the taskset did not finish loading and scoring within {budget:g} s of CPU "
                "time (an endless loop, or far too much work at import, in load() or in a reward)", "cpu": round(clock.used, 2)}
+    elif why == "timeout" and clock.idle > wall:
+        end = {"stage": "idle", "error": f"the job spent more than {wall:g} s of wall-clock time neither running nor "
+               "waiting for a CPU: it waits on something that never comes (a sleep, a lock, a stopped process, the "
+               "network, which the sandbox does not have)", "cpu": round(clock.used, 2), "idle": round(clock.idle, 2)}
     elif why == "timeout":
-        waited = (f"within {wall:g} s of wall-clock time spent neither running nor waiting for a CPU" if clock.idle > wall
-                  else f"within {cap:g} s of wall-clock time")
-        end = {"stage": "timeout", "error": f"the probe did not finish {waited}, while the job had used "
-               f"{clock.used:.1f} of its {budget:g} s of CPU time: the job waits on something that never comes (a sleep, "
-               "a lock, the network, which the sandbox does not have), or the host is overloaded",
-               "cpu": round(clock.used, 2), "idle": round(clock.idle, 2), "floor": round(floor, 2)}
+        end = {"stage": "timeout", "error": f"the probe did not finish within {cap:g} s of wall-clock time with the job "
+               "runnable: the host is overloaded", "cpu": round(clock.used, 2), "idle": round(clock.idle, 2),
+               "floor": round(floor, 2)}
     elif why == "oversize":
         end = {"stage": "crash", "error": "the probe process answered with more than "
                f"{MAX_ANSWER_LINE >> 20} MiB of data (far too many or too large tasks)"}
