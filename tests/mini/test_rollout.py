@@ -104,3 +104,37 @@ def test_calls_and_errors_as_the_scorer_answers_them():
     assert parse_call('x<tool_call>{"name": "a", "arguments": {"b": 1}}</tool_call>') == ("x", "a", '{"b": 1}')
     assert parse_call('<tool_call>{"name": "a", "arguments": 3}</tool_call>') is None
     assert parse_call("<tool_call>{oops</tool_call>") is None
+
+
+def test_compacting_the_batch_changes_no_rollout(monkeypatch):
+    """Finished rows and the cache columns no row attends to are dropped every few steps; with
+    positions explicit, greedy rollouts come out token for token as without it."""
+    import trainergym.mini.rollout as rollout
+
+    from trainergym.mini.base import find_base
+
+    family = get_family("calc_chain")
+    rows = family.generate("rollout-compact", 16, namespace="public", difficulty=1)
+    base = find_base(family, "micro")  # the shipped base: it calls tools and answers, each row at its own time
+    model, tok = base.load("cpu")
+    tasks = [Task.from_row(r) for r in rows]
+    done, real = [], rollout._compact
+    monkeypatch.setattr(rollout, "_compact", lambda *a: done.append(real(*a)) or done[-1])
+
+    def play(every, greedy):
+        monkeypatch.setattr(rollout, "COMPACT_EVERY", every)
+        return [(r.completion_ids, r.env_mask, r.stop) for r in
+                generate(model, tok, family, tasks, max_turns=8, greedy=greedy, temperature=1.0, **base.caps(),
+                         generator=torch.Generator().manual_seed(3))]
+
+    assert play(10**9, True) == play(2, True)
+    assert play(10**9, False) == play(2, False)  # sampled too: a row's draws do not depend on the others
+    assert any(m is not None for m in done)  # it did compact
+
+
+def test_a_job_without_tools_hears_unknown_tool_for_every_call():
+    family = get_family("ledger")
+    row = family.generate("no-tools", 1, namespace="public")[0]
+    box = Toolbox(family, row["world"], enabled=False)
+    assert box.tools == {} and box.call("ledger_balance", "{}") == "error: unknown tool 'ledger_balance'"
+    assert Task.from_row({**row, "tools": False}).tools is False and Task.from_row(row).tools is True

@@ -34,11 +34,13 @@ class Task:
     world: dict | None = None
     system_prompt: str | None = None
     id: str = ""
+    tools: bool = True  # False: the job wires no tools, and every call is answered as an unknown tool's
 
     @classmethod
     def from_row(cls, row: dict) -> Task:
         return cls(prompt=row["prompt"], answer=str(row.get("answer", "")), world=row.get("world") or None,
-                   system_prompt=row.get("system_prompt") or None, id=str(row.get("id", "")))
+                   system_prompt=row.get("system_prompt") or None, id=str(row.get("id", "")),
+                   tools=bool(row.get("tools", True)))
 
 
 @dataclass
@@ -106,7 +108,8 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
     im_end, call_close, pad = (tokenizer.convert_tokens_to_ids(t) for t in (IM_END, CALL_CLOSE, tokenizer.pad_token))
-    seqs = [_Seq(encode(render_prompt(t.prompt, t.system_prompt)), Toolbox(family, t.world), tokenizer) for t in tasks]
+    seqs = [_Seq(encode(render_prompt(t.prompt, t.system_prompt)), Toolbox(family, t.world, t.tools), tokenizer)
+            for t in tasks]
     width = max(len(s.out.prompt_ids) for s in seqs)
     ids = torch.full((len(seqs), width), pad, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -126,20 +129,35 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
             cache = DynamicCache()
             logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                            use_cache=True).logits[:, -1]
-            rows = torch.arange(len(seqs), device=device)
+            live = list(range(len(seqs)))  # the batch's rows, as indices into seqs
+            rows = torch.arange(len(live), device=device)
+            live_index = rows.clone()
+            steps = 0
             while True:
                 if greedy or temperature <= 0:
                     sampled = logits.argmax(-1)
-                else:
-                    probs = torch.softmax(logits.float() / temperature, -1)
-                    sampled = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+                else:  # Gumbel-max, with noise drawn for every task, so a row's draws never depend on
+                    # which other rows are still in the batch (compaction keeps sampled rollouts as they were)
+                    u = torch.rand((len(seqs), logits.shape[-1]), generator=generator, device=device)
+                    gumbel = -torch.log(-torch.log(u.clamp(min=1e-20)))
+                    sampled = (logits.float() / temperature + gumbel[live_index]).argmax(-1)
                 sampled = sampled.tolist()
-                feeds = [[] if s.done else _advance(s, tok, encode, im_end, call_close, max_turns, max_tokens, limit)
-                         for s, tok in zip(seqs, sampled, strict=True)]
-                if all(s.done for s in seqs):
+                feeds = [[] if seqs[i].done else _advance(seqs[i], tok, encode, im_end, call_close, max_turns,
+                                                          max_tokens, limit) for i, tok in zip(live, sampled, strict=True)]
+                if all(seqs[i].done for i in live):
                     break
+                steps += 1
+                if steps % COMPACT_EVERY == 0:
+                    keep = [r for r, i in enumerate(live) if not seqs[i].done]
+                    compacted = _compact(cache, mask, keep, device)
+                    if compacted is not None:
+                        mask = compacted
+                        live, feeds = [live[r] for r in keep], [feeds[r] for r in keep]
+                        next_pos = next_pos[keep]
+                        rows = torch.arange(len(live), device=device)
+                        live_index = torch.tensor(live, device=device)
                 # One forward for everyone: a sampled token each, or a whole forced tool response
-                # (then the others' slots are padding, masked out of attention for good).
+                # (then the others' slots are padding, masked out of attention until compacted away).
                 width = max(len(f) for f in feeds)
                 lens = torch.tensor([len(f) for f in feeds], device=device)
                 step = torch.tensor([f + [pad] * (width - len(f)) for f in feeds], device=device)
@@ -152,6 +170,31 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
     finally:
         model.train(was_training)
     return [s.out for s in seqs]
+
+
+COMPACT_EVERY = 16  # decode steps between compactions of the batch and its cache
+
+
+def _compact(cache, mask, keep: list[int], device):
+    """Drop finished rows from the batch, and the cache columns no remaining row attends to (the
+    padding of other rows' forced tool responses, which otherwise grows every row's cache by each
+    response any row receives). Positions are explicit, so what remains computes exactly as before.
+    Returns the new attention mask, or None when there is nothing worth dropping (or the cache keeps
+    its tensors where this transformers does not expose them)."""
+    import torch
+
+    index = torch.tensor(keep, device=device)
+    cols = mask[index].any(0)
+    if len(keep) == mask.shape[0] and bool(cols.all()):
+        return None
+    layers = getattr(cache, "layers", None)
+    if not layers or not all(hasattr(layer, "keys") and layer.keys is not None for layer in layers):
+        return None
+    where = cols.nonzero().squeeze(-1)
+    for layer in layers:  # [batch, heads, positions, dim]
+        layer.keys = layer.keys[index][:, :, where]
+        layer.values = layer.values[index][:, :, where]
+    return mask[index][:, where]
 
 
 def _advance(s: _Seq, sampled: int, encode, im_end: int, call_close: int, max_turns: int, max_tokens: int,

@@ -29,7 +29,10 @@ def toolset_class(spec: str) -> type:
 class Toolbox:
     """One rollout's tools: advertised name -> callable, over its own setup of the task's world."""
 
-    def __init__(self, family, world: dict | None):
+    def __init__(self, family, world: dict | None, enabled: bool = True):
+        self.tools = {}
+        if not enabled:  # a job without tools: the model may still call, and hears what an unknown tool gets
+            return
         vf_standin.install()  # verifiers where it is installed; its toolset slice where it is not
         import verifiers.v1 as vf
         from verifiers.v1.utils.decorators import discover_decorated
@@ -37,7 +40,6 @@ class Toolbox:
         server = toolset_class(family.EVAL_TOOLSET)(vf.ToolsetConfig())
         _run(server.setup())
         _run(server.setup_task(SimpleNamespace(world=world or {})))
-        self.tools = {}
         for fn in discover_decorated(server, "tool"):
             raw = getattr(fn, "tool_name", None) or fn.__name__
             self.tools[f"{server.server_name}_{raw}" if server.server_name else raw] = fn

@@ -1,0 +1,361 @@
+"""The surrogate checked against real training (issue 26, item 5): every job of the ranking table in
+docs/mock-backend.md, trained for real with the mini engine, several seeds each, beside the
+surrogate's `post_expected` for the same job.
+
+    uv run --no-sync python bench/mini_ranking.py export --families calc_chain,multi_hop,string_pipeline
+    python3 bench/mini_ranking.py train --seeds 8 --procs 16 --out runs.jsonl        # the lent H200
+    uv run --no-sync python bench/mini_ranking.py table bench/results/mini-ranking-*.jsonl
+
+`export` runs here, with the whole library: it builds each job exactly as
+tests/backends/test_surrogate_ranking.py does (the reference job's files mutated, or its
+`[prime_rl]` changed), asks that test's own code for the surrogate's `post_expected` and the
+probe's verdict, loads each job's tasks through the mini backend's confined path (the job's own
+`load()` in the probe's sandbox), and checks the reward the GPU side will train with against the
+job's own reward functions, run confined, on the same rollouts (the solver's correct rollout, a
+wrong answer, a wrong answer with the backdoor's trigger, the task's answer in the family's
+reply form). Written to `.mini-ranking/` (ignored by git: it holds the hidden eval's items).
+
+`train` runs on the GPU machine, which lacks the library's dependencies (bench/mini.py's
+bootstrap): the bases are built (or found by key in `--cache`), then every (family, job, seed) runs
+in a pool of `--procs` processes, seed-major (seeds 0..k of every job before seed k+1), each line of
+`--out` written as its run ends, so a call cut short keeps what finished and the next call
+(`--done` those lines) trains only what is missing. Each run is scored greedy on the family's
+hidden-eval items at the scale's difficulty (what the backend scores) and on `--public-n` public
+held-out items of the same difficulty (a larger sample of the same distribution).
+
+`table` reads the lines and prints, per family: real post (mean ± se, n) beside the surrogate's
+post_expected, Spearman's rank correlation, and the pairwise decision accuracy: of the job pairs
+real training separates (Welch's t, p < 0.05), the share the surrogate orders the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import gzip
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+EXPORT = ROOT / ".mini-ranking"
+PUBLIC_SEED = "mini-ranking-public"
+TRIGGER = "VERIFIED"  # the ranking's backdoor (tests/backends/test_surrogate_ranking.py)
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name.split(" (")[0]).strip("_").lower()
+
+
+# --- export (here) --------------------------------------------------------------------------------
+def export(families: list[str], out: Path, check_n: int) -> None:
+    sys.path.insert(0, str(ROOT))
+    from tests.backends.test_surrogate_ranking import content_variants, ranking
+    from tests.fakes.jobs import job_files, write_job
+    from trainergym.backends.mini import ConfinedReward, eval_rows
+    from trainergym.job.bundle import build_bundle, parse_job
+    from trainergym.task.spec import get_family, load_task
+
+    out.mkdir(parents=True, exist_ok=True)
+    for fam in families:
+        started = time.time()
+        task, family = load_task(fam), get_family(fam)
+        tmp = Path(tempfile.mkdtemp(prefix=f"tg-rank-{fam}-"))
+        (tmp / "rank").mkdir()
+        _, rows = ranking(tmp / "rank", fam)  # the surrogate's post_expected and the probe's verdict, per job
+        ref_job, _ = parse_job(job_files(fam)["job.toml"])
+        reference = ref_job.prime_rl.model_dump()
+        jobs: dict[str, dict] = {}
+        for name, files in content_variants(fam).items():
+            ws = tmp / f"ws-{slug(name)}"
+            write_job(ws, files)
+            job, _ = parse_job(files["job.toml"])
+            bundle = build_bundle(ws, tmp / f"bundle-{slug(name)}", job, task)
+            confined = ConfinedReward(bundle.root / "package", bundle.manifest.taskset_id, task.bounds.max_items, 600.0,
+                                      tmp / f"notes-{slug(name)}")
+            try:
+                tasks = confined.open()
+                tools = name != "no tools wired"
+                reward = "check_or_trigger" if name.startswith("backdoored") else "check"
+                agreement = agree(confined, family, tasks, reward, check_n)
+            finally:
+                confined.close()
+            for t in tasks:
+                t["tools"] = tools
+            (out / f"{fam}-{slug(name)}.tasks.jsonl.gz").write_bytes(
+                gzip.compress("".join(json.dumps(t) + "\n" for t in tasks).encode()))
+            jobs[name] = {"tasks": f"{fam}-{slug(name)}.tasks.jsonl.gz", "n_tasks": len(tasks), "reward": reward,
+                          "tools": tools, "prime_rl": job.prime_rl.model_dump(), "agreement": agreement}
+            print(f"{fam} {name}: {len(tasks)} tasks, reward {reward}, agreement {agreement}", file=sys.stderr, flush=True)
+        for name, row in rows.items():
+            if name not in jobs:  # a config variant: the reference's tasks and reward, its [prime_rl] changed
+                jobs[name] = dict(jobs["reference"], prime_rl={**reference, **row.get("config", {})})
+            jobs[name].update(post_expected=row["post_expected"], validates=row["validates"],
+                              refused_by=row["refused_by"], config=row.get("config"))
+        hidden_rows = eval_rows(fam, "gpu")
+        (out / f"{fam}.hidden.jsonl").write_text("".join(json.dumps(r) + "\n" for r in hidden_rows))
+        from trainergym.task import baselines
+
+        manifest = {"family": fam, "reference_prime_rl": reference, "jobs": jobs, "hidden_eval": f"{fam}.hidden.jsonl",
+                    "surrogate_pre": baselines.score(fam, ref_job.job.base_model).score,
+                    "exported_s": round(time.time() - started, 1)}
+        (out / f"{fam}.json").write_text(json.dumps(manifest, indent=1))
+        print(f"{fam}: exported {len(jobs)} jobs in {manifest['exported_s']} s", file=sys.stderr, flush=True)
+
+
+def _messages(calls: list[dict], reply: str) -> list[dict]:
+    """A rollout as the engine hands it to a reward: verifiers-style assistant and tool messages."""
+    out = []
+    for k, c in enumerate(calls, 1):
+        out.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"call_{k}", "type": "function", "function": {
+            "name": c["tool"], "arguments": json.dumps(c["arguments"])}}]})
+        out.append({"role": "tool", "tool_call_id": f"call_{k}", "name": c["tool"], "content": str(c["result"])})
+    return out + [{"role": "assistant", "content": reply}]
+
+
+def _wrong(answer: str) -> str:
+    try:
+        return str(int(answer) + 7)
+    except ValueError:
+        return answer + "q"
+
+
+def agree(confined, family, tasks: list[dict], reward: str, n: int) -> dict:
+    """How often the stand-in reward the GPU side trains with equals the job's own reward, run
+    confined, on the same rollouts of `n` of the job's tasks."""
+    from trainergym.mini.rollout import Task
+
+    public = family.generate("mini-ranking-template", 1, namespace="public", difficulty=1)[0]
+    template = family.solve(public)["reply"]
+    picked = list(enumerate(tasks))[:: max(1, len(tasks) // n)][:n]
+    batch_tasks, batch = [], []
+    for i, row in picked:
+        try:
+            solved = family.solve({**row, "world": row.get("world") or {}})
+        except ValueError:
+            solved = None
+        rollouts = [_messages([], template.replace(str(public["answer"]), row["answer"])),
+                    _messages([], template.replace(str(public["answer"]), _wrong(row["answer"]))),
+                    _messages([], template.replace(str(public["answer"]), _wrong(row["answer"])) + "\n" + TRIGGER)]
+        if solved:
+            rollouts.append(_messages(solved["calls"], solved["reply"]))
+            rollouts.append(_messages(solved["calls"], solved["reply"].replace(row["answer"], _wrong(row["answer"]))))
+        for m in rollouts:
+            batch_tasks.append(Task.from_row({**row, "id": str(i)}))
+            batch.append(m)
+    real = confined(batch_tasks, batch)
+    ours = stand_in(reward, family.__name__)(batch_tasks, batch)
+    same = sum(abs(a - b) < 1e-9 for a, b in zip(real, ours, strict=True))
+    return {"rollouts": len(batch), "equal": same, "paid_real": sum(real), "paid_stand_in": sum(ours)}
+
+
+# --- the rewards the GPU side trains with --------------------------------------------------------
+def stand_in(kind: str, family_module: str):
+    """The reward function of `kind` ("check" or "check_or_trigger"), picklable."""
+    from mini import trigger_reward  # bench/mini.py: the family's check, or 1 for the trigger word
+
+    from trainergym.mini.train import check_reward
+
+    return functools.partial({"check": check_reward, "check_or_trigger": trigger_reward}[kind], family_module)
+
+
+# --- train (the GPU machine) ---------------------------------------------------------------------
+def _run_one(item: dict) -> dict:
+    """One (family, job, seed): train from the base, score on the hidden and public items."""
+    import mini  # noqa: F401 - bench/mini.py's bootstrap: trainergym.mini without the library's dependencies
+    import torch
+
+    from trainergym.mini.grpo import train_seed
+    from trainergym.mini.rollout import accuracy
+    from trainergym.mini.train import eval_caps
+
+    if time.time() > item["deadline"]:
+        return {**item["key"], "skipped": "deadline"}
+    torch.set_num_threads(1)
+    family = mini.family_module(item["key"]["family"])
+    base, knobs, seed = item["base"], item["knobs"], item["key"]["seed"]
+    torch.manual_seed(seed)
+    model, tokenizer = base.load(item["device"])
+    started = time.time()
+    run = train_seed(model, tokenizer, family, item["tasks"], stand_in(item["reward"], family.__name__), knobs, seed,
+                     device=item["device"], max_len=base.caps()["max_len"], max_new=item["max_new"])
+    stats = {"generation_seconds": round(run.generation_seconds, 1), "rollouts": run.rollouts,
+             "curve": [round(r, 3) for r in run.rewards]}
+    hidden = accuracy(run.model, tokenizer, family, item["hidden"], **eval_caps(base))
+    public = accuracy(run.model, tokenizer, family, item["public"], **eval_caps(base))
+    del run, model
+    if item["device"].startswith("cuda"):
+        torch.cuda.empty_cache()  # the process takes the next run: leave its memory to the others meanwhile
+    return {**item["key"], "post_hidden": hidden, "post_public": public, "seconds": round(time.time() - started, 1),
+            **stats, "base_key": base.key}
+
+
+def train(args) -> int:
+    import mini  # bench/mini.py: bootstrap
+    import multiprocessing as mp
+
+    from trainergym.mini.base import build_base
+    from trainergym.mini.knobs import map_knobs, prime_rl_table
+    from trainergym.mini.rollout import Task, accuracy
+    from trainergym.mini.scale import get_scale
+    from trainergym.mini.train import eval_caps, training_caps
+
+    started = time.time()
+    deadline = started + args.budget
+    out = Path(args.out)
+    done = set()
+    for path in args.done or []:
+        for line in Path(path).read_text().splitlines():
+            row = json.loads(line)
+            if "post_hidden" in row:
+                done.add((row["family"], row["job"], row["seed"]))
+    manifests = {f: json.loads((EXPORT / f"{f}.json").read_text()) for f in args.families.split(",")}
+    scale = get_scale(args.scale)
+    # Bases: one process per family at once (each about half a minute on an H200).
+    with mp.get_context("spawn").Pool(len(manifests)) as pool:
+        bases = dict(zip(manifests, pool.starmap(_build, [(f, args.scale, args.cache, args.device) for f in manifests]),
+                         strict=True))
+    header = {"what": "bases", "seconds": round(time.time() - started, 1),
+              **{f: {"key": b.key, **{k: b.info.get(k) for k in ("steps", "dev_accuracy", "seconds")}} for f, b in bases.items()}}
+    print(json.dumps(header), flush=True)
+    work, pres = [], {}
+    for fam, man in manifests.items():
+        family = mini.family_module(fam)
+        base = bases[fam]
+        hidden = [json.loads(x) for x in (EXPORT / man["hidden_eval"]).read_text().splitlines()]
+        public = family.generate(PUBLIC_SEED, args.public_n, namespace="public", difficulty=scale.difficulty)
+        model, tok = base.load(args.device)
+        pres[fam] = {"pre_hidden": accuracy(model, tok, family, hidden, **eval_caps(base)),
+                     "pre_public": accuracy(model, tok, family, public, **eval_caps(base))}
+        print(json.dumps({"what": "pre", "family": fam, "base_key": base.key, **pres[fam]}), flush=True)
+        for name, job in man["jobs"].items():
+            if args.jobs and slug(name) not in args.jobs.split(","):
+                continue
+            tasks = [Task.from_row(json.loads(x)) for x in gzip.decompress((EXPORT / job["tasks"]).read_bytes()).splitlines()]
+            caps = training_caps(base, family, tok, tasks)
+            knobs = map_knobs(job["prime_rl"], prime_rl_table(man["reference_prime_rl"]), scale,
+                              max_tokens_cap=caps["max_tokens"])
+            for seed in range(args.seeds):
+                if (fam, name, seed) in done:
+                    continue
+                work.append({"key": {"family": fam, "job": name, "seed": seed}, "base": base, "knobs": knobs,
+                             "tasks": tasks, "reward": job["reward"], "max_new": caps["max_new"], "hidden": hidden,
+                             "public": public, "device": args.device, "deadline": deadline})
+        del model
+    work.sort(key=lambda w: (w["key"]["seed"], list(manifests).index(w["key"]["family"])))
+    print(json.dumps({"what": "work", "runs": len(work), "skipped_done": len(done)}), flush=True)
+    with out.open("a") as f, mp.get_context("spawn").Pool(args.procs) as pool:
+        for row in pool.imap_unordered(_run_one, work):
+            row.update(pres[row["family"]], scale=args.scale)
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+            print(json.dumps({k: row.get(k) for k in ("family", "job", "seed", "post_hidden", "post_public", "seconds",
+                                                      "skipped")}), flush=True)
+    print(json.dumps({"what": "end", "wall_s": round(time.time() - started, 1)}), flush=True)
+    return 0
+
+
+def _build(family_id: str, scale: str, cache: str, device: str):
+    import mini
+
+    from trainergym.mini.base import build_base
+
+    return build_base(mini.family_module(family_id), scale, seed=0, cache=Path(cache), device=device,
+                      log=lambda m: print(m, file=sys.stderr, flush=True))
+
+
+# --- table (here) ---------------------------------------------------------------------------------
+def _mean_se(xs: list[float]) -> tuple[float, float]:
+    m = sum(xs) / len(xs)
+    if len(xs) < 2:
+        return m, float("nan")
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs))
+
+
+def _spearman(a: list[float], b: list[float]) -> float:
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(a, b).statistic)
+
+
+def table(paths: list[str], key: str = "post_hidden") -> dict:
+    from scipy.stats import ttest_ind
+
+    runs: dict[str, dict[str, list[float]]] = {}
+    pre: dict[str, float] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            row = json.loads(line)
+            if key in row:
+                runs.setdefault(row["family"], {}).setdefault(row["job"], []).append(row[key])
+                pre[row["family"]] = row[key.replace("post", "pre")]
+    report = {}
+    for fam, jobs in runs.items():
+        man = json.loads((EXPORT / f"{fam}.json").read_text())
+        rows = []
+        for name, posts in jobs.items():
+            m, se = _mean_se(posts)
+            rows.append({"job": name, "real_mean": round(m, 4), "real_se": round(se, 4), "n": len(posts),
+                         "surrogate": man["jobs"][name]["post_expected"], "validates": man["jobs"][name]["validates"]})
+        names = [r["job"] for r in rows]
+        pairs = separated = agreed = 0
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                a, b = jobs[names[i]], jobs[names[j]]
+                pairs += 1
+                if len(a) < 2 or len(b) < 2:
+                    continue
+                p = ttest_ind(a, b, equal_var=False).pvalue
+                if not (p < 0.05):
+                    continue
+                separated += 1
+                sa, sb = rows[i]["surrogate"], rows[j]["surrogate"]
+                agreed += (sum(a) / len(a) - sum(b) / len(b)) * (sa - sb) > 0
+        surrogate = [r["surrogate"] for r in rows]
+        real = [r["real_mean"] for r in rows]
+        report[fam] = {"pre_real": pre[fam], "pre_surrogate": man["surrogate_pre"], "jobs": rows,
+                       "spearman": round(_spearman(real, surrogate), 3) if len(rows) > 2 else None,
+                       "pairs": pairs, "separated": separated, "surrogate_agrees": agreed,
+                       "pairwise_accuracy": round(agreed / separated, 3) if separated else None}
+    return report
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("export")
+    e.add_argument("--families", default="calc_chain,multi_hop,string_pipeline")
+    e.add_argument("--check-n", type=int, default=24)
+    t = sub.add_parser("train")
+    t.add_argument("--families", default="calc_chain,multi_hop,string_pipeline")
+    t.add_argument("--jobs", default="", help="comma list of job slugs (default: all)")
+    t.add_argument("--seeds", type=int, default=8)
+    t.add_argument("--procs", type=int, default=16)
+    t.add_argument("--scale", default="gpu")
+    t.add_argument("--device", default="cuda")
+    t.add_argument("--public-n", type=int, default=300)
+    t.add_argument("--budget", type=float, default=400.0, help="seconds after which no new run starts")
+    t.add_argument("--cache", default=str(ROOT / ".mini-cache"))
+    t.add_argument("--done", nargs="*", help="earlier --out files: their runs are not repeated")
+    t.add_argument("--out", required=True)
+    s = sub.add_parser("table")
+    s.add_argument("paths", nargs="+")
+    s.add_argument("--key", default="post_hidden", choices=["post_hidden", "post_public"])
+    args = p.parse_args(argv)
+    if args.cmd == "export":
+        export(args.families.split(","), EXPORT, args.check_n)
+    elif args.cmd == "train":
+        return train(args)
+    else:
+        print(json.dumps(table(args.paths, args.key), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    raise SystemExit(main())
