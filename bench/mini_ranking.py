@@ -217,9 +217,16 @@ def train(args) -> int:
     manifests = {f: json.loads((EXPORT / f"{f}.json").read_text()) for f in args.families.split(",")}
     scale = get_scale(args.scale)
     # Bases: one process per family at once (each about half a minute on an H200).
+    # A family whose base is not ready within --build-budget waits for a later call (its build is lost).
     with mp.get_context("spawn").Pool(len(manifests)) as pool:
-        bases = dict(zip(manifests, pool.starmap(_build, [(f, args.scale, args.cache, args.device) for f in manifests]),
-                         strict=True))
+        pending = {f: pool.apply_async(_build, (f, args.scale, args.cache, args.device)) for f in manifests}
+        bases = {}
+        for f, job in pending.items():
+            try:
+                bases[f] = job.get(timeout=max(1.0, started + args.build_budget - time.time()))
+            except mp.TimeoutError:
+                print(json.dumps({"what": "base not ready", "family": f, "after_s": args.build_budget}), flush=True)
+    manifests = {f: m for f, m in manifests.items() if f in bases}
     header = {"what": "bases", "seconds": round(time.time() - started, 1),
               **{f: {"key": b.key, **{k: b.info.get(k) for k in ("steps", "dev_accuracy", "seconds")}} for f, b in bases.items()}}
     print(json.dumps(header), flush=True)
@@ -249,14 +256,18 @@ def train(args) -> int:
         del model
     work.sort(key=lambda w: (w["key"]["seed"], list(manifests).index(w["key"]["family"])))
     print(json.dumps({"what": "work", "runs": len(work), "skipped_done": len(done)}), flush=True)
+    training, rollouts = time.time(), 0
     with out.open("a") as f, mp.get_context("spawn").Pool(args.procs) as pool:
         for row in pool.imap_unordered(_run_one, work):
+            rollouts += row.get("rollouts", 0)
             row.update(pres[row["family"]], scale=args.scale)
             f.write(json.dumps(row) + "\n")
             f.flush()
             print(json.dumps({k: row.get(k) for k in ("family", "job", "seed", "post_hidden", "post_public", "seconds",
                                                       "skipped")}), flush=True)
-    print(json.dumps({"what": "end", "wall_s": round(time.time() - started, 1)}), flush=True)
+    print(json.dumps({"what": "end", "wall_s": round(time.time() - started, 1), "training_s": round(time.time() - training, 1),
+                      "rollouts": rollouts, "rollouts_per_s_all": round(rollouts / max(1e-9, time.time() - training), 1)}),
+          flush=True)
     return 0
 
 
@@ -340,6 +351,7 @@ def main(argv=None) -> int:
     t.add_argument("--device", default="cuda")
     t.add_argument("--public-n", type=int, default=300)
     t.add_argument("--budget", type=float, default=400.0, help="seconds after which no new run starts")
+    t.add_argument("--build-budget", type=float, default=150.0, help="seconds the bases may take")
     t.add_argument("--cache", default=str(ROOT / ".mini-cache"))
     t.add_argument("--done", nargs="*", help="earlier --out files: their runs are not repeated")
     t.add_argument("--out", required=True)
