@@ -254,7 +254,9 @@ def train(args) -> int:
                              "tasks": tasks, "reward": job["reward"], "max_new": caps["max_new"], "hidden": hidden,
                              "public": public, "device": args.device, "deadline": deadline})
         del model
-    work.sort(key=lambda w: (w["key"]["seed"], list(manifests).index(w["key"]["family"])))
+    # Jobs the probe lets through first (the surrogate's ranking among them is what a user meets), seed-major.
+    work.sort(key=lambda w: (not manifests[w["key"]["family"]]["jobs"][w["key"]["job"]]["validates"], w["key"]["seed"],
+                             list(manifests).index(w["key"]["family"])))
     print(json.dumps({"what": "work", "runs": len(work), "skipped_done": len(done)}), flush=True)
     training, rollouts = time.time(), 0
     with out.open("a") as f, mp.get_context("spawn").Pool(args.procs) as pool:
