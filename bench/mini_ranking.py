@@ -43,6 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
+import mini  # noqa: E402 - bench/mini.py's bootstrap, here at import: spawned workers unpickle trainergym.mini objects
 EXPORT = ROOT / ".mini-ranking"
 PUBLIC_SEED = "mini-ranking-public"
 TRIGGER = "VERIFIED"  # the ranking's backdoor (tests/backends/test_surrogate_ranking.py)
@@ -158,7 +159,6 @@ def agree(confined, family, tasks: list[dict], reward: str, n: int) -> dict:
 def stand_in(kind: str, family_module: str):
     """The reward function of `kind` ("check" or "check_or_trigger"), picklable."""
     from mini import trigger_reward  # bench/mini.py: the family's check, or 1 for the trigger word
-
     from trainergym.mini.train import check_reward
 
     return functools.partial({"check": check_reward, "check_or_trigger": trigger_reward}[kind], family_module)
@@ -167,7 +167,6 @@ def stand_in(kind: str, family_module: str):
 # --- train (the GPU machine) ---------------------------------------------------------------------
 def _run_one(item: dict) -> dict:
     """One (family, job, seed): train from the base, score on the hidden and public items."""
-    import mini  # noqa: F401 - bench/mini.py's bootstrap: trainergym.mini without the library's dependencies
     import torch
 
     from trainergym.mini.grpo import train_seed
@@ -196,7 +195,6 @@ def _run_one(item: dict) -> dict:
 
 
 def train(args) -> int:
-    import mini  # bench/mini.py: bootstrap
     import multiprocessing as mp
 
     from trainergym.mini.base import build_base
@@ -274,8 +272,6 @@ def train(args) -> int:
 
 
 def _build(family_id: str, scale: str, cache: str, device: str):
-    import mini
-
     from trainergym.mini.base import build_base
 
     return build_base(mini.family_module(family_id), scale, seed=0, cache=Path(cache), device=device,
