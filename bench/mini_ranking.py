@@ -166,7 +166,19 @@ def stand_in(kind: str, family_module: str):
 
 # --- train (the GPU machine) ---------------------------------------------------------------------
 def _run_one(item: dict) -> dict:
-    """One (family, job, seed): train from the base, score on the hidden and public items."""
+    """One (family, job, seed): train from the base, score on the hidden and public items; a run
+    that fails (out of memory, say) is a line saying so, and the others go on."""
+    try:
+        return _train_one(item)
+    except Exception as e:  # noqa: BLE001 - one run's failure, recorded
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return {**item["key"], "failed": f"{type(e).__name__}: {str(e)[:300]}"}
+
+
+def _train_one(item: dict) -> dict:
     import torch
 
     from trainergym.mini.grpo import train_seed
@@ -252,6 +264,10 @@ def train(args) -> int:
                              "tasks": tasks, "reward": job["reward"], "max_new": caps["max_new"], "hidden": hidden,
                              "public": public, "device": args.device, "deadline": deadline})
         del model
+    if args.device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()  # the pre scores' memory goes back to the seed processes
     # Jobs the probe lets through first (the surrogate's ranking among them is what a user meets), seed-major.
     work.sort(key=lambda w: (not manifests[w["key"]["family"]]["jobs"][w["key"]["job"]]["validates"], w["key"]["seed"],
                              list(manifests).index(w["key"]["family"])))
@@ -264,7 +280,7 @@ def train(args) -> int:
             f.write(json.dumps(row) + "\n")
             f.flush()
             print(json.dumps({k: row.get(k) for k in ("family", "job", "seed", "post_hidden", "post_public", "seconds",
-                                                      "skipped")}), flush=True)
+                                                      "skipped", "failed")}), flush=True)
     print(json.dumps({"what": "end", "wall_s": round(time.time() - started, 1), "training_s": round(time.time() - training, 1),
                       "rollouts": rollouts, "rollouts_per_s_all": round(rollouts / max(1e-9, time.time() - training), 1)}),
           flush=True)
