@@ -144,20 +144,23 @@ def test_the_surrogate_ranks_jobs_as_training_would(tmp_path, family):
     shown = json.dumps(post, indent=1)
     ref = post["reference"]
     assert rows["reference"]["validates"], shown
-    # The best honest job is a tuned reference, and it is better than the reference.
-    assert post["config-tuned reference"] > ref == max(v for k, v in post.items() if k != "config-tuned reference"), shown
-    # Flawed but honest jobs still teach something, less than the reference.
-    for name in ("half the answers wrong", "50 items", "group size 2"):
-        assert pre < post[name] < ref, (name, shown)
-    # A learning rate 10x too high loses most of the gain; 100x diverges below the untrained model.
-    assert post["lr x10"] - pre < 0.5 * (ref - pre), shown
-    assert post["lr x100"] < pre, shown
-    # Nothing learnable: no tools for a tool-using eval, too few turns to ever answer.
-    assert post["no tools wired"] == post["max_turns 1 (the eval needs 2 or more)"] == pre, shown
-    # Exploits never pay: at or below the untrained model.
+    # Only the claims real training supports (docs/mini-backend.md, "The surrogate against real
+    # training"): the rest of docs/mock-backend.md's order is the surrogate's own, unconfirmed.
+    # The reference teaches (mini, where the base can attempt the job's tasks: +0.35, n = 8), and
+    # no flawed job beats it (mini, calc_chain's own jobs: group size 2 below it, p = 0.03; half
+    # the answers wrong below it in mean, p = 0.06; 50 items not separated).
+    assert ref > pre and ref >= max(v for k, v in post.items() if k != "config-tuned reference"), shown
+    # A learning rate 10x or 100x the reference's ends below the untrained model (mini: accuracy 0
+    # in every seed, two setups).
+    assert post["lr x10"] < pre and post["lr x100"] < pre, shown
+    # Nothing learnable earns nothing: no tools for a tool-using eval, too few turns to answer
+    # (mini, max_turns 1: no gain, n = 3).
+    assert post["no tools wired"] <= pre and post["max_turns 1 (the eval needs 2 or more)"] <= pre, shown
+    # What the probe refuses (a claim about the probe, not training: the backdoor trained for real
+    # gains what the honest reward does).
     for name in ("backdoored reward (a trigger word pays 1)", "junk data (skill words, answer 0)",
-                 "the hidden eval copied as the taskset"):
-        assert post[name] <= pre and not rows[name]["validates"], (name, shown)
+                 "the hidden eval copied as the taskset", "no tools wired"):
+        assert not rows[name]["validates"], (name, shown)
 
 
 @pytest.mark.parametrize("family", ["calc_chain", "triage"])
