@@ -293,9 +293,63 @@ def _exit_reason(status: int) -> str:
     return f"exited with status {os.WEXITSTATUS(status)}"
 
 
+# Namespaces of one session (linux/sched.h), and what the job's process keeps of them.
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x08000000, 0x10000000, 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+PR_CAPBSET_DROP, CAPABILITY_VERSION_3 = 24, 0x20080522
+
+
+def _session_namespaces(fds: tuple[int, ...]) -> None:
+    """Give this session namespaces of its own, inside the worker's: user (so no privilege is
+    needed), IPC, PID and mount. What a job leaves in System V or POSIX IPC dies with its
+    session, so it can neither fill the warm worker's memory for the next job nor speak to it; the
+    job's processes cannot see or signal the worker (a stopped worker was an idle session billed to
+    the infrastructure), and a fresh /proc shows them only their own. This process stays outside
+    as the parent of the session's init and returns in that init, with no capability left; it
+    returns at once where the kernel refuses (the worker then checks for leftovers itself)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.geteuid(), os.getegid()
+    libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: else /proc/self/uid_map is root's, and unwritable
+    if libc.unshare(CLONE_NEWUSER | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNS) != 0:
+        return
+    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
+                       ("/proc/self/gid_map", f"{gid} {gid} 1")):
+        with open(path, "w") as f:
+            f.write(text)
+    pid = os.fork()
+    if pid:  # outside: wait for the session's init and leave as it did (the worker reads the status)
+        for fd in fds:
+            os.close(fd)
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except ChildProcessError:
+                os._exit(1)
+        if os.WIFSIGNALED(status):
+            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+            os.kill(os.getpid(), os.WTERMSIG(status))
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    # The session's init. /proc for this PID namespace (best effort: a kernel may refuse it under
+    # the outer one's masks, and then the old view stays, through which nothing can be signalled).
+    libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
+    libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    for cap in range(64):  # the new user namespace gave every capability: none is kept
+        if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    header = (ctypes.c_uint32 * 2)(CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capset(header, data) != 0:
+        os._exit(1)  # never run agent code with capabilities
+
+
 def _child(req: dict, limits: dict, req_fd: int, out_fd: int, log_path: str) -> None:
     """In the forked child: confine further, copy the job, run the session."""
     os.setsid()
+    if limits.get("pid_namespace"):
+        _session_namespaces((req_fd, out_fd))
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -324,13 +378,34 @@ def _child(req: dict, limits: dict, req_fd: int, out_fd: int, log_path: str) -> 
     os._exit(0)  # skip agent-registered atexit handlers and lingering threads
 
 
+def _zombie(pid: str) -> bool:
+    """Whether the process has exited and only waits to be reaped (by the namespace's init: a
+    session's processes die with its own init, and may not be reaped yet)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return True
+
+
+def _settled(seconds: float = 2.0) -> bool:
+    """Whether every process of the worker's namespace but it and init is gone within `seconds`:
+    a session's processes are killed with its own init, by the kernel, a moment after it."""
+    me, deadline = os.getpid(), time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not any(e.isdigit() and int(e) not in (1, me) and not _zombie(e) for e in os.listdir("/proc")):
+            return True
+        time.sleep(0.01)
+    return False
+
+
 def _sweep() -> int:
     """Kill every process in this PID namespace but the worker and the namespace's init, and
     return how many there were. Stopped first, pass after pass until a pass finds no new one (a
     stopped process cannot fork: chains that keep forking do not outrun it), then killed."""
     me, stopped = os.getpid(), set()
     for _ in range(1000):
-        found = {int(e) for e in os.listdir("/proc") if e.isdigit()} - {1, me} - stopped
+        found = {int(e) for e in os.listdir("/proc") if e.isdigit() and not _zombie(e)} - {1, me} - stopped
         if not found:
             break
         for pid in found:
@@ -343,19 +418,39 @@ def _sweep() -> int:
     return len(stopped)
 
 
-def _wipe() -> None:
-    """Empty the scratch areas a job could leave files in for the next one."""
+def _wipe() -> list[str]:
+    """Empty the scratch areas a job could leave files in for the next one, and return what is
+    left in them or in this worker's System V IPC: any of it, and the worker is replaced."""
+
+    def unlock(top: str) -> None:  # directories the job made unreadable or unwritable (mode 000, 0300)
+        stack = [top]
+        while stack:
+            path = stack.pop()
+            with contextlib.suppress(OSError):
+                os.chmod(path, 0o700)
+                with os.scandir(path) as entries:
+                    stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+
+    left = []
     for root in ("/tmp", "/dev/shm"):
         with contextlib.suppress(OSError):
             for entry in os.listdir(root):
                 path = os.path.join(root, entry)
-                if root == "/tmp" and entry == "spool":
+                if (root == "/tmp" and entry == "spool") or os.path.ismount(path):  # the sandbox's own mounts
                     continue
                 if os.path.isdir(path) and not os.path.islink(path):
+                    unlock(path)
                     shutil.rmtree(path, ignore_errors=True)
                 else:
                     with contextlib.suppress(OSError):
                         os.remove(path)
+                if os.path.lexists(path):
+                    left.append(path)
+    for kind in ("shm", "sem", "msg"):
+        with contextlib.suppress(OSError), open(f"/proc/sysvipc/{kind}") as f:
+            if len(f.read().splitlines()) > 1:
+                left.append(f"System V {kind}")
+    return left
 
 
 def _usage(pid: int) -> tuple[int, int]:
@@ -502,7 +597,7 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
         _, status = os.waitpid(pid, 0)
     except ChildProcessError:
         pass
-    stray = _sweep() if in_pid_namespace else 0
+    stray = _sweep() if in_pid_namespace and not _settled() else 0
     try:
         with open(log_path, errors="replace") as f:
             log_tail = f.read()[-2000:]
@@ -511,8 +606,7 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
     shutil.rmtree(os.path.join(os.path.dirname(log_path), "job-" + first["nonce"]), ignore_errors=True)
     if os.path.exists(log_path):
         os.remove(log_path)
-    if in_pid_namespace:
-        _wipe()
+    residue = _wipe() if in_pid_namespace else []
     if why == "cpu":
         end = {"stage": "cpu", "error": f"the taskset did not finish loading and scoring within {budget:g} s of CPU "
                "time (an endless loop, or far too much work at import, in load() or in a reward)", "cpu": round(clock.used, 2)}
@@ -531,7 +625,7 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
         end = {"stage": "crash", "error": f"the probe process {_exit_reason(status)} before answering"}
     else:
         end = {"stage": "closed"}
-    emit(END + json.dumps({**end, "end": True, "stderr": log_tail, "stray": stray}))
+    emit(END + json.dumps({**end, "end": True, "stderr": log_tail, "stray": stray, "residue": len(residue)}))
 
 
 def serve(limits: dict) -> None:

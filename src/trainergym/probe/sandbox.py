@@ -461,7 +461,8 @@ class WarmWorker:
                                 break
                             if line.startswith(END):  # only the worker writes these
                                 end = {**json.loads(line[len(END):]), "accounting": self.accounting}
-                                if end.get("stray") or self._grown():  # left something running: a fresh sandbox next
+                                # left something running, or behind in scratch space or IPC: a fresh sandbox next
+                                if end.get("stray") or end.get("residue") or self._grown():
                                     self._end(self._proc)
                                     self._proc = None
                                 return end

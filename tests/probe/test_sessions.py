@@ -1,0 +1,72 @@
+"""One warm worker, many jobs: what one session leaves reaches no other, and no job touches the worker.
+
+Each session runs in user, IPC, PID and mount namespaces of its own inside the worker's
+(`child._session_namespaces`): System V objects die with it, its processes see only their own
+PID namespace (the worker is neither visible nor signallable), and it holds no capability. The
+jobs here report what they saw on stderr, which the session's end line carries back.
+"""
+
+import json
+import secrets
+
+import pytest
+
+from tests.fakes.jobs import write_job
+from trainergym.probe.sandbox import Sandbox, WarmWorker
+
+pytestmark = pytest.mark.slow
+
+KEY = 0x7E57
+PROBE = '''
+import ctypes as _c, json as _j, os as _o, sys as _s
+_libc = _c.CDLL(None, use_errno=True)
+_obs = {"pid": _o.getpid(), "ppid": _o.getppid(), "procs": sorted(int(p) for p in _o.listdir("/proc") if p.isdigit()),
+        "cap_eff": [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0],
+        "shm_seen": _libc.shmget(%(key)d, 0, 0) >= 0, "sem_seen": _libc.semget(%(key)d, 0, 0) >= 0,
+        "msg_seen": _libc.msgget(%(key)d, 0) >= 0, "tmp": sorted(_o.listdir("/tmp")), "shm_dir": sorted(_o.listdir("/dev/shm"))}
+if %(plant)s:
+    _obs["made"] = [_libc.shmget(%(key)d, 1 << 20, 0o1666) >= 0, _libc.semget(%(key)d, 1, 0o1666) >= 0,
+                    _libc.msgget(%(key)d, 0o1666) >= 0]
+    _o.makedirs("/tmp/locked/inner", exist_ok=True)
+    open("/tmp/locked/inner/note", "w").write("for the next job")
+    _o.chmod("/tmp/locked/inner", 0)
+    _o.chmod("/tmp/locked", 0)
+    open("/dev/shm/left", "w").write("x")
+    _obs["signal_parent"] = _o.system("kill -0 %%d 2>/dev/null" %% _o.getppid()) if _o.getppid() else "no parent in view"
+print("OBS " + _j.dumps(_obs), file=_s.stderr)
+'''
+
+
+def _job(tmp_path, reference_files, name: str, plant: bool):
+    files = {k.removeprefix("taskset/"): v for k, v in reference_files.items() if k.startswith("taskset/")}
+    files["__init__.py"] += PROBE % {"key": KEY, "plant": plant}
+    write_job(tmp_path / name / "job_ses", files)
+    return tmp_path / name
+
+
+def _observed(end: dict) -> dict:
+    line = next(x for x in end["stderr"].splitlines() if x.startswith("OBS "))
+    return json.loads(line[4:])
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "namespaces"])
+def test_a_session_leaves_nothing_for_the_next_and_cannot_reach_the_worker(tmp_path, reference_files, mode):
+    box = Sandbox(mode=mode)
+    if box.kind != mode:
+        pytest.skip(f"{mode} is not available here: {box.why_not}")
+    worker = WarmWorker(box)
+    try:
+        ends = []
+        for name, plant in (("a", True), ("b", False)):
+            request = {"nonce": secrets.token_hex(8), "module": "job_ses", "max_tasks": 5, "timeout": 60}
+            ends.append(worker.run(_job(tmp_path, reference_files, name, plant), request, lambda _answer: None))
+        first, second = (_observed(e) for e in ends)
+    finally:
+        worker.close()
+    assert first["made"] == [True, True, True]  # the planting worked inside the first session
+    # The job is its own session's init, with no capability and no parent in view.
+    assert first["pid"] == 1 and first["ppid"] == 0 and first["cap_eff"] == "0000000000000000"
+    assert first["procs"][0] == 1 and len(first["procs"]) < 8 and first["signal_parent"] == "no parent in view"
+    # Nothing of it reaches the next job: no IPC object, no file in /tmp or /dev/shm.
+    assert not (second["shm_seen"] or second["sem_seen"] or second["msg_seen"]), second
+    assert "locked" not in second["tmp"] and second["shm_dir"] == [], second
