@@ -64,3 +64,53 @@ def test_submit_refuses_in_one_line(tmp_path):
         out = cli(*args, "--db", tmp_path / "jobs.db", timeout=120)
         assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr, out.stderr
         assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_job_loses_nothing_and_two_restarted_run_each_job_once(tmp_path, reference_files):
+    """SIGKILL a worker while it holds jobs; two fresh `worker --once` wait its leases out, take
+    those jobs over and finish the queue: every job done once, the killed attempts counted."""
+    import signal
+    import time
+
+    from trainergym.infra.queue import JobQueue
+
+    dirs = []
+    for i in range(4):
+        files = {**reference_files, "job.toml": reference_files["job.toml"].replace('notes = """', f'notes = """kill {i} ')}
+        write_job(tmp_path / f"job{i}", files)
+        dirs.append(tmp_path / f"job{i}")
+    db, work = tmp_path / "jobs.db", tmp_path / "work"
+    assert cli("submit", *dirs, "--family", "calc_chain", "--db", db, "--workdir", work).returncode == 0
+    worker = [str(BIN), "worker", "--backend", "mock", "--max-pods", "2", "--db", str(db), "--workdir", str(work),
+              "--lease-seconds", "4"]
+    first = subprocess.Popen(worker, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    queue, held = JobQueue(db), {}
+    deadline = time.monotonic() + 120
+    while not held and time.monotonic() < deadline:
+        held = {j.id for j in queue.jobs() if j.state in ("leased", "running")}
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    held = {j.id for j in queue.jobs() if j.state in ("leased", "running")}  # what it held when it died
+    assert held, "the worker finished before it could be killed mid-job"
+    started = time.monotonic()
+    again = [subprocess.Popen([*worker, "--once", "--seed", str(seed)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, cwd=ROOT) for seed in (1, 2)]
+    for w in again:
+        _, err = w.communicate(timeout=600)
+        assert w.returncode == 0, err
+    jobs = queue.jobs()
+    assert [j.state for j in jobs] == ["done"] * 4, [(j.id, j.state) for j in jobs]
+    assert all(j.attempts == (2 if j.id in held else 1) for j in jobs), [(j.id, j.attempts) for j in jobs]
+    assert time.monotonic() - started >= 3  # they waited for the dead worker's leases to expire
+
+
+def test_a_truncated_queue_is_refused_never_read_as_empty(tmp_path):
+    db = tmp_path / "jobs.db"
+    db.write_bytes(b"")  # what the red team found: six jobs vanished into an "empty" queue
+    for args in (["worker", "--backend", "mock", "--once"], ["jobs"]):
+        out = cli(*args, "--db", db, timeout=120)
+        assert out.returncode == 2 and "is empty (0 bytes)" in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert db.read_bytes() == b""

@@ -136,7 +136,7 @@ def _task(task: Optional[Path], family: Optional[str]):
         raise _usage_error(str(e)) from None
 
 
-def _queue(db: Optional[Path]):
+def _queue(db: Optional[Path], lease_seconds: Optional[float] = None):
     """The job queue at --db (default `<data dir>/jobs.db`), or one line when its directory does not
     exist (a typo must not create a new, empty queue somewhere)."""
     from trainergym.infra.queue import JobQueue
@@ -145,7 +145,7 @@ def _queue(db: Optional[Path]):
         raise _usage_error(f"--db {db}: the directory {db.parent} does not exist; give the path of a queue database "
                            "(default <data dir>/jobs.db)")
     try:
-        return JobQueue(db or data_dir() / "jobs.db")
+        return JobQueue(db or data_dir() / "jobs.db", **({"lease_seconds": lease_seconds} if lease_seconds else {}))
     except Exception as e:  # noqa: BLE001 - sqlite3 and OS errors: not a database we can open
         raise _usage_error(f"--db {db or data_dir() / 'jobs.db'} cannot be opened as a queue: {e}") from None
 
@@ -698,13 +698,17 @@ def worker(
                                              "dispatcher on simulated pods and a virtual clock) | mini (real GRPO of "
                                              "a tiny model here, one job at a time)"),
     max_pods: int = typer.Option(16, min=1, help="cap on pods (runpod, mock) or concurrent jobs (local)"),
-    once: bool = typer.Option(False, "--once", help="exit when the queue is empty and no pod is left"),
+    once: bool = typer.Option(False, "--once", help="exit when no job is queued, leased or running (a dead "
+                                                 "worker's jobs are taken over once their leases expire) and no pod is left"),
     ladder: Optional[Path] = typer.Option(None, help="TOML file of \\[\\[rung]] tables: gpu_type, gpu_count, cloud"),
     db: Optional[Path] = typer.Option(None, help="queue database (default: <data dir>/jobs.db)"),
     workdir: Optional[Path] = typer.Option(None, help="where bundles, pod state and runs live (default: <data dir>/worker; "
                                                       "the local backend as root: /var/lib/trainergym/worker-<hash of the "
                                                       "data dir>, which a trainer's own uid can reach)"),
     seed: int = typer.Option(0, help="seed of the simulated fleet (mock)"),
+    lease_seconds: Optional[float] = typer.Option(None, min=1, help="how long a job's lease lasts without a heartbeat: "
+                                                  "a dead worker's job is taken over after this (default 600 mock, "
+                                                  "300 runpod, 120 local and mini)"),
 ) -> None:
     """Drain the job queue on GPUs, with a live view of pods and jobs."""
     from rich.live import Live
@@ -712,7 +716,7 @@ def worker(
     if backend not in ("runpod", "local", "mock", "mini"):
         raise _usage_error(f"unknown worker backend {backend!r}; available: runpod, local, mock, mini")
     if backend == "mini":  # trains here, one job at a time: no pods, no dispatcher
-        queue = _queue(db)
+        queue = _queue(db, lease_seconds)
         runner = _backend("mini", seed=seed)
         with _working(f"training queued jobs with the mini backend on {runner.device}"):
             ran = runner.drain(queue, once=once)
@@ -721,7 +725,7 @@ def worker(
     _queue(db)  # a --db in a missing directory is refused before any pod is rented
     # A worker drains the queue: its `mock` is the simulated fleet, not the in-process surrogate.
     runner = _backend("fleet" if backend == "mock" else backend, worker=True, seed=seed, workdir=workdir, queue=db,
-                      max_jobs=max_pods, ladder=ladder)
+                      max_jobs=max_pods, ladder=ladder, lease_seconds=lease_seconds)
     simulated = " (simulated)" if backend == "mock" else ""
     if backend == "local":
         runner.drain(once=once)

@@ -7,10 +7,11 @@ import os
 import sqlite3
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from trainergym.infra.store import Store
+from trainergym.infra.store import BrokenStore, Store
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL);
@@ -21,7 +22,7 @@ CREATE TABLE IF NOT EXISTS log (who TEXT NOT NULL, n INTEGER NOT NULL);
 
 @pytest.fixture
 def store(tmp_path):
-    return Store(tmp_path / "deep" / "er" / "s.db", SCHEMA)
+    return Store(tmp_path / "deep" / "er" / "s.db", SCHEMA, "counter")
 
 
 def count(path) -> int:
@@ -43,14 +44,14 @@ def test_creates_the_directory_runs_the_schema_and_settings(store, tmp_path):
 def test_reopening_keeps_the_data(store):
     with store.tx() as db:
         db.execute("UPDATE counter SET n = 5")
-    again = Store(store.path, SCHEMA)  # the schema runs again: IF NOT EXISTS / OR IGNORE keep what is there
+    again = Store(store.path, SCHEMA, "counter")  # the schema runs again: IF NOT EXISTS / OR IGNORE keep what is there
     with again.tx() as db:
         assert db.execute("SELECT n FROM counter").fetchone()[0] == 5
 
 
 def test_a_bad_schema_is_an_error_at_construction(tmp_path):
     with pytest.raises(sqlite3.OperationalError):
-        Store(tmp_path / "bad.db", "CREATE TABLE t (;")
+        Store(tmp_path / "bad.db", "CREATE TABLE t (;", "t")
 
 
 def test_a_transaction_commits_on_success(store):
@@ -95,7 +96,7 @@ def test_one_connection_per_thread(store):
     thread.start()
     thread.join()
     assert theirs[0] is theirs[1] and theirs[0] is not mine
-    other = Store(store.path, SCHEMA)  # another Store on the same file: its own connections
+    other = Store(store.path, SCHEMA, "counter")  # another Store on the same file: its own connections
     assert other._connection() is not mine
 
 
@@ -158,11 +159,11 @@ def test_threads_sharing_a_store_lose_no_write(store):
 
 
 def _process_writer(path: str, who: str, times: int, start) -> None:
-    _increment(Store(path, SCHEMA), who, times, start)
+    _increment(Store(path, SCHEMA, "counter"), who, times, start)
 
 
 def _dies_mid_transaction(path: str) -> None:
-    store = Store(path, SCHEMA)
+    store = Store(path, SCHEMA, "counter")
     with store.tx() as db:
         db.execute("UPDATE counter SET n = -1000")
         os._exit(0)  # killed holding the write lock, before COMMIT
@@ -194,3 +195,32 @@ def test_a_process_that_dies_in_a_transaction_leaves_nothing_and_no_lock(store):
     started = time.monotonic()
     _increment(store, "after", 1)  # the dead process's lock went with it
     assert time.monotonic() - started < 5 and count(store.path) == 1
+
+
+@pytest.mark.parametrize("content, says", [
+    (b"", r"is empty \(0 bytes\)"),
+    (b"not a database at all, some other file", "is not a SQLite database"),
+])
+def test_a_file_that_is_not_a_store_is_refused_never_emptied(tmp_path, content, says):
+    path = tmp_path / "s.db"
+    path.write_bytes(content)
+    with pytest.raises(BrokenStore, match=says):
+        Store(path, SCHEMA, "counter")
+    assert path.read_bytes() == content  # left as it was, for the user to look at
+
+
+def test_a_damaged_or_foreign_database_is_refused(tmp_path, store):
+    with store.tx() as db:
+        db.executemany("INSERT INTO log (who, n) VALUES (?, ?)", [("x" * 200, i) for i in range(2000)])
+    path = Path(store.path)
+    store._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store._connection().close()
+    whole = path.read_bytes()
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(whole[: len(whole) // 2])  # truncated half-way
+    with pytest.raises(BrokenStore, match="damaged"):
+        Store(cut, SCHEMA, "counter")
+    foreign = tmp_path / "foreign.db"
+    sqlite3.connect(foreign).execute("CREATE TABLE photos (id INTEGER)").connection.commit()
+    with pytest.raises(BrokenStore, match=r"another database \(photos\)"):
+        Store(foreign, SCHEMA, "counter")

@@ -74,6 +74,7 @@ class BackendOptions(BaseModel):
     workdir: Path | None = None  # queue backends: bundles, runs, pod state (default <data dir>/worker)
     queue: Path | None = None  # queue backends: the queue database (default <data dir>/jobs.db)
     max_jobs: int | None = None  # local: concurrent jobs; runpod and fleet: pods
+    lease_seconds: float | None = Field(None, gt=0)  # queue backends: a lease's life without a heartbeat
     ladder: Path | None = None  # runpod and fleet: TOML file of [[rung]] gpu_type, gpu_count, cloud
     gpu_class: str | None = None  # mock: the GPU class to simulate (default: the task's)
     latency: float = 0.0  # mock: seconds a job takes

@@ -240,7 +240,7 @@ def simulated_backend(options: BackendOptions):
     pods = Path(tempfile.mkdtemp(prefix="trainergym-simulated-pods-"))
     atexit.register(shutil.rmtree, pods, ignore_errors=True)
     pool = PodPool(provider, pods / "pods.db", config, clock=clock, sleep=clock.sleep)
-    queue = JobQueue(options.queue or data_dir() / "jobs.db", lease_seconds=600)
+    queue = JobQueue(options.queue or data_dir() / "jobs.db", lease_seconds=options.lease_seconds or 600)
     return PodBackend(workdir, pool, queue=queue, poll_seconds=30, sleep=clock.sleep, client_factory=SimPod.factory(provider))
 
 

@@ -83,7 +83,7 @@ class LocalBackend(QueueBackend):
             raise BackendUnavailable(str(e)) from None
         workdir = options.workdir or default_workdir()
         _make_workdir(workdir)
-        return cls(workdir, queue=JobQueue(options.queue or data_dir() / "jobs.db"), commands=commands, gpu=gpu,
+        return cls(workdir, queue=JobQueue(options.queue or data_dir() / "jobs.db", lease_seconds=options.lease_seconds or 120), commands=commands, gpu=gpu,
                    gpu_count=count, concurrency=options.max_jobs or 1)
 
     async def submit(self, bundle: JobBundle, task: TaskSpec) -> JobHandle:
@@ -102,12 +102,13 @@ class LocalBackend(QueueBackend):
             runner.cancel()
 
     def drain(self, once: bool = False, poll: float = 5.0) -> None:
-        """Run queued jobs (`trainergym worker --backend local`); with `once`, until none is left."""
+        """Run queued jobs (`trainergym worker --backend local`); with `once`, until none is queued,
+        leased or running (a dead worker's jobs are taken over once their leases expire)."""
         while not self._stop.is_set():
             self._ensure_workers()
             for thread in list(self._threads):
                 thread.join()
-            if once and not self.queue.has_queued():
+            if once and not self.queue.has_active():
                 return
             time.sleep(poll)
 

@@ -545,8 +545,8 @@ class MiniBackend:
     # --- the durable queue (`trainergym worker --backend mini`) ---------------------------------
     def drain(self, queue, once: bool = False, poll: float = 5.0, stop: threading.Event | None = None) -> int:
         """Train queued jobs (`trainergym submit`'s) one at a time in this process, heartbeating each
-        lease; with `once`, until the queue is empty. Returns how many jobs ran. A lost lease or a
-        cancel stops the job at its next reward batch."""
+        lease; with `once`, until no job is queued, leased or running. Returns how many jobs ran. A
+        lost lease or a cancel stops the job at its next reward batch."""
         from trainergym.task.spec import load_task
 
         owner, ran = f"mini-{uuid.uuid4().hex[:8]}", 0
@@ -554,7 +554,7 @@ class MiniBackend:
         while not stop.is_set():
             job = queue.lease(owner)
             if job is None:
-                if once:
+                if once and not queue.has_active():  # another worker's (or a dead one's) jobs: wait them out
                     return ran
                 stop.wait(poll)
                 continue

@@ -102,7 +102,7 @@ class PodBackend(QueueBackend):
         except ProviderError as e:
             raise BackendUnavailable(f"the runpod backend cannot start: {e}") from None
         pool = PodPool(provider, workdir / "pods.db", config, ledger=Ledger())
-        return cls(workdir, pool, queue=JobQueue(options.queue or data_dir() / "jobs.db", lease_seconds=300))
+        return cls(workdir, pool, queue=JobQueue(options.queue or data_dir() / "jobs.db", lease_seconds=options.lease_seconds or 300))
 
     async def cancel(self, handle: JobHandle) -> None:
         """Cancel the job in the queue; the dispatcher sees the lost lease and cancels it on its
@@ -166,7 +166,7 @@ class PodBackend(QueueBackend):
         self.start()
         while not self._stop.is_set():
             self.tick()
-            if once and self._started and not self.active and not self.queue.has_queued():
+            if once and self._started and not self.active and not self.queue.has_active():
                 self.pool.shutdown()
                 return
             self.sleep(idle_poll if idle_poll is not None and not self.active else self.poll_seconds)

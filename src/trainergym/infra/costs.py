@@ -62,7 +62,7 @@ class Ledger:
 
     def __init__(self, path: Path | str | None = None):
         self.path = Path(path) if path else default_path()
-        self.store = Store(self.path, _SCHEMA)
+        self.store = Store(self.path, _SCHEMA, "entries")
 
     def record(self, kind: str, usd: float, source: str, episode: str | None = None, model: str | None = None,
                prompt_tokens: int | None = None, completion_tokens: int | None = None, note: str | None = None) -> None:

@@ -227,7 +227,7 @@ class PodPool:
         # Monotonic times compare across processes only within one boot (and one virtual clock).
         self._domain = boot_id() if clock is time.monotonic else f"virtual-{id(clock)}"
         self.owner = f"pool-{uuid.uuid4().hex[:8]}"
-        self.store = Store(self.db, _SCHEMA)
+        self.store = Store(self.db, _SCHEMA, "pods")
         self.pods: dict[str, Pod] = {}
         self._seen_saved: dict[str, float] = {}  # pod name -> the `seen` last written to the database
         self.failed_jobs: dict[str, str] = {}  # job id -> why no pod could be provisioned for it

@@ -101,7 +101,7 @@ class JobQueue:
     def __init__(self, path: Path | str, lease_seconds: float = 120.0, max_attempts: int = 3,
                  clock: Callable[[], float] = time.monotonic):
         self.path, self.lease_seconds, self.max_attempts, self.clock = str(path), lease_seconds, max_attempts, clock
-        self.store = Store(self.path, _SCHEMA)
+        self.store = Store(self.path, _SCHEMA, "jobs")
         with self.store.tx() as db:
             have = {r["name"] for r in db.execute("PRAGMA table_info(jobs)")}
             for column, kind in _ADDED.items():
@@ -257,6 +257,12 @@ class JobQueue:
         """Whether any job waits for a worker."""
         with self.store.tx() as db:
             return db.execute("SELECT 1 FROM jobs WHERE state = 'queued' LIMIT 1").fetchone() is not None
+
+    def has_active(self) -> bool:
+        """Whether any job is queued, leased or running (a dead worker's lease included, until it
+        expires and the job is queued again): what `worker --once` waits out before it exits."""
+        with self.store.tx() as db:
+            return db.execute("SELECT 1 FROM jobs WHERE state IN ('queued', 'leased', 'running') LIMIT 1").fetchone() is not None
 
     def counts(self) -> dict[str, int]:
         """How many jobs are in each state."""
