@@ -1,8 +1,9 @@
 """One warm worker, many jobs: what one session leaves reaches no other, and no job touches the worker.
 
 Each session runs in user, IPC, PID and mount namespaces of its own inside the worker's
-(`child._session_namespaces`): System V objects die with it, its processes see only their own
-PID namespace (the worker is neither visible nor signallable), and it holds no capability. The
+(`child._session_namespaces`): System V objects and its /tmp and /dev/shm (fresh tmpfs mounts)
+die with it, its processes see only their own PID namespace (the worker is neither visible nor
+signallable), the cgroup's counters are hidden, and it holds no capability. The
 jobs here report what they saw on stderr, which the session's end line carries back.
 """
 
@@ -23,7 +24,8 @@ _libc = _c.CDLL(None, use_errno=True)
 _obs = {"pid": _o.getpid(), "ppid": _o.getppid(), "procs": sorted(int(p) for p in _o.listdir("/proc") if p.isdigit()),
         "cap_eff": [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0],
         "shm_seen": _libc.shmget(%(key)d, 0, 0) >= 0, "sem_seen": _libc.semget(%(key)d, 0, 0) >= 0,
-        "msg_seen": _libc.msgget(%(key)d, 0) >= 0, "tmp": sorted(_o.listdir("/tmp")), "shm_dir": sorted(_o.listdir("/dev/shm"))}
+        "msg_seen": _libc.msgget(%(key)d, 0) >= 0, "tmp": sorted(_o.listdir("/tmp")), "shm_dir": sorted(_o.listdir("/dev/shm")),
+        "cgroup": _o.listdir("/sys/fs/cgroup")}
 if %(plant)s:
     _obs["made"] = [_libc.shmget(%(key)d, 1 << 20, 0o1666) >= 0, _libc.semget(%(key)d, 1, 0o1666) >= 0,
                     _libc.msgget(%(key)d, 0o1666) >= 0]
@@ -32,6 +34,12 @@ if %(plant)s:
     _o.chmod("/tmp/locked/inner", 0)
     _o.chmod("/tmp/locked", 0)
     open("/dev/shm/left", "w").write("x")
+    _fd = _o.open("/tmp", _o.O_RDONLY)
+    for _ in range(1500):  # deeper than any recursive delete goes
+        _o.mkdir("deep", dir_fd=_fd)
+        _next = _o.open("deep", _o.O_RDONLY, dir_fd=_fd)
+        _o.close(_fd)
+        _fd = _next
     _obs["signal_parent"] = _o.system("kill -0 %%d 2>/dev/null" %% _o.getppid()) if _o.getppid() else "no parent in view"
 print("OBS " + _j.dumps(_obs), file=_s.stderr)
 '''
@@ -69,4 +77,6 @@ def test_a_session_leaves_nothing_for_the_next_and_cannot_reach_the_worker(tmp_p
     assert first["procs"][0] == 1 and len(first["procs"]) < 8 and first["signal_parent"] == "no parent in view"
     # Nothing of it reaches the next job: no IPC object, no file in /tmp or /dev/shm.
     assert not (second["shm_seen"] or second["sem_seen"] or second["msg_seen"]), second
-    assert "locked" not in second["tmp"] and second["shm_dir"] == [], second
+    assert "locked" not in second["tmp"] and "deep" not in second["tmp"] and second["shm_dir"] == [], second
+    # and no counter of the sandbox's cgroup carries one job's numbers to the next
+    assert first["cgroup"] == second["cgroup"] == []

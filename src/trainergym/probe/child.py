@@ -295,25 +295,30 @@ def _exit_reason(status: int) -> str:
 
 # Namespaces of one session (linux/sched.h), and what the job's process keeps of them.
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x08000000, 0x10000000, 0x20000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x8, 0x4000, 0x40000
+SHM_BYTES, SCRATCH_INODES = 16 << 20, 65536  # the session's /dev/shm; inodes of its /tmp and /dev/shm each
 PR_CAPBSET_DROP, CAPABILITY_VERSION_3 = 24, 0x20080522
 
 
-def _session_namespaces(fds: tuple[int, ...]) -> None:
+def _session_namespaces(fds: tuple[int, ...], limits: dict) -> bool:
     """Give this session namespaces of its own, inside the worker's: user (so no privilege is
     needed), IPC, PID and mount. What a job leaves in System V or POSIX IPC dies with its
     session, so it can neither fill the warm worker's memory for the next job nor speak to it; the
     job's processes cannot see or signal the worker (a stopped worker was an idle session billed to
-    the infrastructure), and a fresh /proc shows them only their own. This process stays outside
-    as the parent of the session's init and returns in that init, with no capability left; it
-    returns at once where the kernel refuses (the worker then checks for leftovers itself)."""
+    the infrastructure), and a fresh /proc shows them only their own (where the kernel allows a
+    new one under the outer /proc). Its /tmp and /dev/shm are fresh tmpfs mounts, capped in bytes
+    and inodes, gone with the session: nothing a job writes there (a tree too deep to delete, a
+    full disk) outlives it; the cgroup's counters are hidden (their peaks carried one job's
+    numbers to the next). This process stays outside as the parent of the session's init and
+    returns in that init, with no capability left: True. False where the kernel refuses (the
+    worker then wipes and checks for leftovers itself)."""
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
     uid, gid = os.geteuid(), os.getegid()
     libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: else /proc/self/uid_map is root's, and unwritable
     if libc.unshare(CLONE_NEWUSER | CLONE_NEWIPC | CLONE_NEWPID | CLONE_NEWNS) != 0:
-        return
+        return False
     for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
                        ("/proc/self/gid_map", f"{gid} {gid} 1")):
         with open(path, "w") as f:
@@ -336,6 +341,11 @@ def _session_namespaces(fds: tuple[int, ...]) -> None:
     # the outer one's masks, and then the old view stays, through which nothing can be signalled).
     libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
     libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    for path, size in ((b"/tmp", limits["tmp_bytes"]), (b"/dev/shm", SHM_BYTES)):
+        data = f"size={size},nr_inodes={SCRATCH_INODES},mode=1777".encode()
+        if libc.mount(b"tmpfs", path, b"tmpfs", MS_NOSUID | MS_NODEV, data) != 0:
+            os._exit(1)  # never run a job on the worker's own scratch space once the session is split off
+    libc.mount(b"tmpfs", b"/sys/fs/cgroup", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k")
     for cap in range(64):  # the new user namespace gave every capability: none is kept
         if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             break
@@ -343,16 +353,51 @@ def _session_namespaces(fds: tuple[int, ...]) -> None:
     data = (ctypes.c_uint32 * 6)()
     if libc.capset(header, data) != 0:
         os._exit(1)  # never run agent code with capabilities
+    return True
+
+
+def _read_tree(top: str) -> list[tuple[str, str, bytes | str | None]]:
+    """Every entry under `top` as (relative path, "dir" | "file" | "link", contents or target),
+    parents first: the job's package, carried across into the session's fresh /tmp."""
+    out, stack = [], [""]
+    while stack:
+        rel = stack.pop()
+        with os.scandir(os.path.join(top, rel)) as entries:
+            for e in entries:
+                path = os.path.join(rel, e.name)
+                if e.is_symlink():
+                    out.append((path, "link", os.readlink(e.path)))
+                elif e.is_dir():
+                    out.append((path, "dir", None))
+                    stack.append(path)
+                else:
+                    with open(e.path, "rb") as f:
+                        out.append((path, "file", f.read()))
+    return out
+
+
+def _write_tree(top: str, entries: list[tuple[str, str, bytes | str | None]]) -> None:
+    os.makedirs(top)
+    for rel, kind, data in entries:
+        path = os.path.join(top, rel)
+        if kind == "dir":
+            os.mkdir(path)
+        elif kind == "link":
+            os.symlink(data, path)
+        else:
+            with open(path, "wb") as f:
+                f.write(data)
 
 
 def _child(req: dict, limits: dict, req_fd: int, out_fd: int, log_path: str) -> None:
     """In the forked child: confine further, copy the job, run the session."""
     os.setsid()
-    if limits.get("pid_namespace"):
-        _session_namespaces((req_fd, out_fd))
+    # Opened in the worker's /tmp, where the worker reads it: the session's own /tmp is another.
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    package = _read_tree(req["package_src"]) if limits.get("pid_namespace") else None
+    split = package is not None and _session_namespaces((req_fd, out_fd), limits)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
-    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
     sys.stdin = open(os.devnull)  # noqa: SIM115
@@ -362,7 +407,11 @@ def _child(req: dict, limits: dict, req_fd: int, out_fd: int, log_path: str) -> 
         resource.setrlimit(what, (limits[key], limits[key]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     workdir = os.path.join(os.environ.get("TMPDIR", "/tmp"), "job-" + req["nonce"])
-    shutil.copytree(req["package_src"], workdir, symlinks=True)
+    if split:
+        _write_tree(workdir, package)
+    else:
+        shutil.copytree(req["package_src"], workdir, symlinks=True)
+    del package
     os.chdir(workdir)
 
     def write(obj: dict) -> None:
@@ -376,6 +425,25 @@ def _child(req: dict, limits: dict, req_fd: int, out_fd: int, log_path: str) -> 
     except BaseException as e:  # noqa: BLE001
         write({"stage": "crash", "error": _short_error(e, workdir, req.get("module", ""))})
     os._exit(0)  # skip agent-registered atexit handlers and lingering threads
+
+
+def _tail(path: str, n: int) -> str:
+    """The last `n` bytes of the regular file at `path` as text; "" for anything else (a job in a
+    worker without session namespaces could swap its log for a FIFO or a link to /dev/zero)."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    try:
+        size = os.fstat(fd)
+        if not stat.S_ISREG(size.st_mode):
+            return ""
+        os.lseek(fd, max(0, size.st_size - n), os.SEEK_SET)
+        return os.read(fd, n).decode(errors="replace")
+    finally:
+        os.close(fd)
 
 
 def _zombie(pid: str) -> bool:
@@ -440,7 +508,8 @@ def _wipe() -> list[str]:
                     continue
                 if os.path.isdir(path) and not os.path.islink(path):
                     unlock(path)
-                    shutil.rmtree(path, ignore_errors=True)
+                    with contextlib.suppress(Exception):  # RecursionError: a tree too deep to walk
+                        shutil.rmtree(path, ignore_errors=True)
                 else:
                     with contextlib.suppress(OSError):
                         os.remove(path)
@@ -598,11 +667,7 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
     except ChildProcessError:
         pass
     stray = _sweep() if in_pid_namespace and not _settled() else 0
-    try:
-        with open(log_path, errors="replace") as f:
-            log_tail = f.read()[-2000:]
-    except OSError:
-        log_tail = ""
+    log_tail = _tail(log_path, 2000)
     shutil.rmtree(os.path.join(os.path.dirname(log_path), "job-" + first["nonce"]), ignore_errors=True)
     if os.path.exists(log_path):
         os.remove(log_path)
@@ -670,7 +735,9 @@ def serve(limits: dict) -> None:
         try:
             _run_session(json.loads(line), limits, limits["pid_namespace"], emit, next_request)
         except Exception as e:  # noqa: BLE001 - the worker itself must survive anything
-            emit(END + json.dumps({"stage": "crash", "end": True, "error": f"probe worker error: {type(e).__name__}: {e}"}))
+            # The session's cleanup did not finish: this worker is not known clean, so it is replaced.
+            emit(END + json.dumps({"stage": "crash", "end": True, "residue": 1,
+                                   "error": f"probe worker error: {type(e).__name__}: {e}"}))
 
 
 if __name__ == "__main__":
