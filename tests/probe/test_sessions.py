@@ -21,11 +21,21 @@ KEY = 0x7E57
 PROBE = '''
 import ctypes as _c, json as _j, os as _o, sys as _s
 _libc = _c.CDLL(None, use_errno=True)
+
+
+def _read(path):
+    try:
+        return open(path, "rb").read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 _obs = {"pid": _o.getpid(), "ppid": _o.getppid(), "procs": sorted(int(p) for p in _o.listdir("/proc") if p.isdigit()),
         "cap_eff": [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0],
         "shm_seen": _libc.shmget(%(key)d, 0, 0) >= 0, "sem_seen": _libc.semget(%(key)d, 0, 0) >= 0,
         "msg_seen": _libc.msgget(%(key)d, 0) >= 0, "tmp": sorted(_o.listdir("/tmp")), "shm_dir": sorted(_o.listdir("/dev/shm")),
-        "cgroup": _o.listdir("/sys/fs/cgroup")}
+        "cgroup": _o.listdir("/sys/fs/cgroup"),
+        "plan_seen": [p for p in _o.listdir("/proc") if p.isdigit() and "--tmpfs" in _read(f"/proc/{p}/cmdline")]}
 if %(plant)s:
     _obs["made"] = [_libc.shmget(%(key)d, 1 << 20, 0o1666) >= 0, _libc.semget(%(key)d, 1, 0o1666) >= 0,
                     _libc.msgget(%(key)d, 0o1666) >= 0]
@@ -78,5 +88,7 @@ def test_a_session_leaves_nothing_for_the_next_and_cannot_reach_the_worker(tmp_p
     # Nothing of it reaches the next job: no IPC object, no file in /tmp or /dev/shm.
     assert not (second["shm_seen"] or second["sem_seen"] or second["msg_seen"]), second
     assert "locked" not in second["tmp"] and "deep" not in second["tmp"] and second["shm_dir"] == [], second
+    # The sandbox's mount plan is in no command line it can read.
+    assert first["plan_seen"] == [], first["plan_seen"]
     # and no counter of the sandbox's cgroup carries one job's numbers to the next
     assert first["cgroup"] == second["cgroup"] == []

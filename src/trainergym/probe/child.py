@@ -696,6 +696,7 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
 def serve(limits: dict) -> None:
     """The warm worker: import verifiers once, print `ready`, then run one session per request line
     on stdin until stdin closes. A session that fails ends with a crash line; the worker goes on."""
+    os.closerange(3, 65536)  # nothing inherited reaches a job (bubblewrap's plan came on a descriptor)
     # The point of a warm worker: pay these imports once. The loader looks a taskset id up in
     # verifiers.v1.tasksets first, which imports mcp (~1 s).
     import verifiers.v1  # noqa: F401

@@ -353,6 +353,22 @@ def _spawn(*args, **kwargs) -> subprocess.Popen:
     return spawner.submit(subprocess.Popen, *args, **kwargs).result()
 
 
+def _plan_out_of_sight(cmd: list[str]) -> tuple[list[str], tuple[int, ...]]:
+    """bubblewrap's options (the whole mount plan: what is hidden, where the data directory is)
+    moved from its command line, which every process in the sandbox can read in /proc, into an
+    anonymous file it reads them from (`--args FD`); the worker closes the descriptor before any
+    job runs. Returns the command and the descriptors to pass."""
+    bwrap = shutil.which("bwrap")
+    if bwrap not in cmd:
+        return cmd, ()
+    start = cmd.index(bwrap) + 1
+    end = cmd.index("--", start)
+    fd = os.memfd_create("trainergym-sandbox-plan", 0)
+    os.write(fd, b"".join(arg.encode() + b"\0" for arg in cmd[start:end]))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return [*cmd[:start], "--args", str(fd), *cmd[end:]], (fd,)
+
+
 def _forget_after_fork() -> None:
     """In a forked child (a vector env's worker process, say) the spawning thread is gone:
     make another on first need."""
@@ -410,9 +426,13 @@ class WarmWorker:
         os.chmod(self._spool / SCRIPT, 0o644)
         argv = [self.sandbox.runtime.python, "-I", f"{self.sandbox.spool_path(self._spool)}/{SCRIPT}", "--serve",
                 json.dumps(limits)]
-        proc = _spawn(self.sandbox.command(argv, self._spool, self._cgroup), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                      stderr=subprocess.DEVNULL, text=True, env=self.sandbox.env("/tmp"), cwd=self._spool,
-                      start_new_session=True)
+        cmd, plan = _plan_out_of_sight(self.sandbox.command(argv, self._spool, self._cgroup))
+        try:
+            proc = _spawn(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                          env=self.sandbox.env("/tmp"), cwd=self._spool, start_new_session=True, pass_fds=plan)
+        finally:
+            for fd in plan:
+                os.close(fd)
         line = self._readline(proc, START_SECONDS)
         self._baseline = len(self._cgroup.pids()) if self._cgroup else 0
         (self._spool / SCRIPT).unlink(missing_ok=True)  # loaded: agent code need not find the probe's script
