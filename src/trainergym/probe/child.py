@@ -334,7 +334,8 @@ def _session_namespaces(fds: tuple[int, ...], limits: dict) -> bool:
             except ChildProcessError:
                 os._exit(1)
         if os.WIFSIGNALED(status):
-            signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+            with contextlib.suppress(OSError, ValueError):  # SIGKILL and SIGSTOP take no handler
+                signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
             os.kill(os.getpid(), os.WTERMSIG(status))
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
     # The session's init. /proc for this PID namespace (best effort: a kernel may refuse it under
@@ -354,6 +355,20 @@ def _session_namespaces(fds: tuple[int, ...], limits: dict) -> bool:
     if libc.capset(header, data) != 0:
         os._exit(1)  # never run agent code with capabilities
     return True
+
+
+def _can_split(limits: dict) -> bool:
+    """Whether this host lets a session take namespaces of its own (`_session_namespaces`), tried
+    once in a throwaway child when the worker starts: where it cannot, every session runs in the
+    worker's, which wipes and checks after each, rather than every job failing the same way."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if _session_namespaces((), limits) else 3)
+        except BaseException:  # noqa: BLE001
+            os._exit(4)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 def _read_tree(top: str) -> list[tuple[str, str, bytes | str | None]]:
@@ -394,7 +409,7 @@ def _child(req: dict, limits: dict, req_fd: int, out_fd: int, log_path: str) -> 
     os.setsid()
     # Opened in the worker's /tmp, where the worker reads it: the session's own /tmp is another.
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    package = _read_tree(req["package_src"]) if limits.get("pid_namespace") else None
+    package = _read_tree(req["package_src"]) if limits.get("split") else None
     split = package is not None and _session_namespaces((req_fd, out_fd), limits)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -729,6 +744,7 @@ def serve(limits: dict) -> None:
 
     gc.collect()
     gc.freeze()
+    limits = {**limits, "split": limits["pid_namespace"] and _can_split(limits)}
     emit("ready")
     for line in sys.stdin:
         if not line.strip():
