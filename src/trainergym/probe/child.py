@@ -295,7 +295,7 @@ def _exit_reason(status: int) -> str:
 
 # Namespaces of one session (linux/sched.h), and what the job's process keeps of them.
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x08000000, 0x10000000, 0x20000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x8, 0x4000, 0x40000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x2, 0x4, 0x8, 0x1000, 0x4000, 0x40000
 SHM_BYTES, SCRATCH_INODES = 16 << 20, 65536  # the session's /dev/shm; inodes of its /tmp and /dev/shm each
 PR_CAPBSET_DROP, CAPABILITY_VERSION_3 = 24, 0x20080522
 
@@ -342,9 +342,8 @@ def _session_namespaces(fds: tuple[int, ...], limits: dict) -> bool:
     # the outer one's masks, and then the old view stays, through which nothing can be signalled).
     libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None)
     libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
-    for path, size in ((b"/tmp", limits["tmp_bytes"]), (b"/dev/shm", SHM_BYTES)):
-        data = f"size={size},nr_inodes={SCRATCH_INODES},mode=1777".encode()
-        if libc.mount(b"tmpfs", path, b"tmpfs", MS_NOSUID | MS_NODEV, data) != 0:
+    for path, size in (("/tmp", limits["tmp_bytes"]), ("/dev/shm", SHM_BYTES)):
+        if not _fresh_scratch(libc, path, size):
             os._exit(1)  # never run a job on the worker's own scratch space once the session is split off
     libc.mount(b"tmpfs", b"/sys/fs/cgroup", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, b"size=4k")
     for cap in range(64):  # the new user namespace gave every capability: none is kept
@@ -354,6 +353,38 @@ def _session_namespaces(fds: tuple[int, ...], limits: dict) -> bool:
     data = (ctypes.c_uint32 * 6)()
     if libc.capset(header, data) != 0:
         os._exit(1)  # never run agent code with capabilities
+    return True
+
+
+def _fresh_scratch(libc, path: str, size: int) -> bool:
+    """Mount an empty tmpfs of `size` bytes on `path`, and bind back what the sandbox had mounted
+    below it (its spool, and the code it re-exposes when the checkout or its venv lives there):
+    a fresh scratch area that hides nothing the job needs. False if a mount fails."""
+    import re
+
+    below = []
+    with open("/proc/self/mountinfo") as f:  # this mount namespace's mounts, outermost kept
+        for line in f:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+            if point.startswith(path + "/"):
+                below.append(point)
+    below = [p for p in below if not any(p != q and p.startswith(q + "/") for q in below)]
+    old = os.open(path, os.O_PATH | os.O_DIRECTORY)  # the covered tree, still reachable through it
+    try:
+        data = f"size={size},nr_inodes={SCRATCH_INODES},mode=1777".encode()
+        if libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, data) != 0:
+            return False
+        for point in dict.fromkeys(below):
+            source = f"/proc/self/fd/{old}/{point[len(path) + 1:]}"
+            os.makedirs(os.path.dirname(point), exist_ok=True)
+            if os.path.isdir(source):
+                os.makedirs(point, exist_ok=True)
+            else:
+                open(point, "a").close()
+            if libc.mount(source.encode(), point.encode(), None, MS_BIND | MS_REC, None) != 0:
+                return False
+    finally:
+        os.close(old)
     return True
 
 
