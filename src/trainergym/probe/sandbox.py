@@ -32,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import weakref
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -389,6 +390,11 @@ class WorkerError(RuntimeError):
         self.infra = infra
 
 
+def _remove_spool(spool: Path, owner: int) -> None:
+    if os.getpid() == owner:  # a forked child's copy of the worker leaves its parent's spool alone
+        shutil.rmtree(spool, ignore_errors=True)
+
+
 class WarmWorker:
     """One confined worker with verifiers imported, forking a fresh child per request.
 
@@ -400,6 +406,7 @@ class WarmWorker:
         self.sandbox = sandbox or Sandbox()
         self._spool = Path(tempfile.mkdtemp(prefix="tg-spool-"))
         os.chmod(self._spool, 0o755)
+        weakref.finalize(self, _remove_spool, self._spool, os.getpid())  # at collection or exit: close() may never run
         self._proc: subprocess.Popen | None = None
         self._cgroup: Cgroup | None = None
         self._baseline = 0  # processes in the cgroup once the worker is ready
