@@ -92,3 +92,24 @@ def test_a_session_leaves_nothing_for_the_next_and_cannot_reach_the_worker(tmp_p
     assert first["plan_seen"] == [], first["plan_seen"]
     # and no counter of the sandbox's cgroup carries one job's numbers to the next
     assert first["cgroup"] == second["cgroup"] == []
+
+
+def test_a_worker_stays_warm_when_the_sandbox_mounts_below_its_tmp(tmp_path, reference_files):
+    """A data directory (or a checkout) under /tmp puts the sandbox's own mounts below the
+    worker's /tmp: the wipe keeps them and what leads to them, and the worker is not retired for
+    them after every job (a clean clone in /tmp lost its warm worker on each session)."""
+    (tmp_path / "deep" / "data").mkdir(parents=True)
+    box = Sandbox(data_dir=tmp_path / "deep" / "data")
+    if box.kind not in ("bwrap", "namespaces"):
+        pytest.skip(box.why_not)
+    worker = WarmWorker(box)
+    try:
+        pids = []
+        for name in ("a", "b"):
+            request = {"nonce": secrets.token_hex(8), "module": "job_ses", "max_tasks": 5, "timeout": 60}
+            end = worker.run(_job(tmp_path, reference_files, name, False), request, lambda _answer: None)
+            assert end["stage"] == "closed" and not end.get("residue"), end
+            pids.append(worker._proc.pid)
+    finally:
+        worker.close()
+    assert pids[0] == pids[1]

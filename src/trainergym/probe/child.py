@@ -356,19 +356,21 @@ def _session_namespaces(fds: tuple[int, ...], limits: dict) -> bool:
     return True
 
 
+def _mount_points(path: str) -> list[str]:
+    """The mount points strictly below `path` in this mount namespace."""
+    import re
+
+    with open("/proc/self/mountinfo") as f:
+        points = [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4]) for line in f]
+    return [p for p in points if p.startswith(path + "/")]
+
+
 def _fresh_scratch(libc, path: str, size: int) -> bool:
     """Mount an empty tmpfs of `size` bytes on `path`, and bind back what the sandbox had mounted
     below it (its spool, and the code it re-exposes when the checkout or its venv lives there):
     a fresh scratch area that hides nothing the job needs. False if a mount fails."""
-    import re
-
-    below = []
-    with open("/proc/self/mountinfo") as f:  # this mount namespace's mounts, outermost kept
-        for line in f:
-            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
-            if point.startswith(path + "/"):
-                below.append(point)
-    below = [p for p in below if not any(p != q and p.startswith(q + "/") for q in below)]
+    below = _mount_points(path)
+    below = [p for p in below if not any(p != q and p.startswith(q + "/") for q in below)]  # outermost
     old = os.open(path, os.O_PATH | os.O_DIRECTORY)  # the covered tree, still reachable through it
     try:
         data = f"size={size},nr_inodes={SCRATCH_INODES},mode=1777".encode()
@@ -545,22 +547,28 @@ def _wipe() -> list[str]:
                 with os.scandir(path) as entries:
                     stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
 
-    left = []
+    def clear(directory: str, mounts: list[str]) -> None:
+        for entry in os.listdir(directory):
+            path = os.path.join(directory, entry)
+            if path in mounts:  # the sandbox's own (its spool, code it re-exposes under /tmp)
+                continue
+            if any(m.startswith(path + "/") for m in mounts):  # holds such a mount further down
+                clear(path, mounts)
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                unlock(path)
+                with contextlib.suppress(Exception):  # RecursionError: a tree too deep to walk
+                    shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+            if os.path.lexists(path):
+                left.append(path)
+
+    left: list[str] = []
     for root in ("/tmp", "/dev/shm"):
         with contextlib.suppress(OSError):
-            for entry in os.listdir(root):
-                path = os.path.join(root, entry)
-                if (root == "/tmp" and entry == "spool") or os.path.ismount(path):  # the sandbox's own mounts
-                    continue
-                if os.path.isdir(path) and not os.path.islink(path):
-                    unlock(path)
-                    with contextlib.suppress(Exception):  # RecursionError: a tree too deep to walk
-                        shutil.rmtree(path, ignore_errors=True)
-                else:
-                    with contextlib.suppress(OSError):
-                        os.remove(path)
-                if os.path.lexists(path):
-                    left.append(path)
+            clear(root, _mount_points(root))
     for kind in ("shm", "sem", "msg"):
         with contextlib.suppress(OSError), open(f"/proc/sysvipc/{kind}") as f:
             if len(f.read().splitlines()) > 1:
