@@ -209,7 +209,6 @@ def _train_one(item: dict) -> dict:
 def train(args) -> int:
     import multiprocessing as mp
 
-    from trainergym.mini.base import build_base
     from trainergym.mini.knobs import map_knobs, prime_rl_table
     from trainergym.mini.rollout import Task, accuracy
     from trainergym.mini.scale import get_scale
