@@ -294,13 +294,6 @@ def _build(family_id: str, scale: str, cache: str, device: str):
 
 
 # --- table (here) ---------------------------------------------------------------------------------
-def _mean_se(xs: list[float]) -> tuple[float, float]:
-    m = sum(xs) / len(xs)
-    if len(xs) < 2:
-        return m, float("nan")
-    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs))
-
-
 def _ranks(xs: list[float]) -> list[float]:
     order = sorted(range(len(xs)), key=lambda i: xs[i])
     ranks = [0.0] * len(xs)
@@ -341,6 +334,8 @@ def permutation_p(a: list[float], b: list[float]) -> float:
 
 
 def table(paths: list[str], key: str = "post_hidden") -> dict:
+    from trainergym.mini.train import mean_se
+
     runs: dict[str, dict[str, list[float]]] = {}
     pre: dict[str, float] = {}
     for path in paths:
@@ -354,7 +349,7 @@ def table(paths: list[str], key: str = "post_hidden") -> dict:
         man = json.loads((EXPORT / f"{fam}.json").read_text())
         rows = []
         for name, posts in jobs.items():
-            m, se = _mean_se(posts)
+            m, se = mean_se(posts)
             rows.append({"job": name, "real_mean": round(m, 4), "real_se": round(se, 4), "n": len(posts),
                          "surrogate": man["jobs"][name]["post_expected"], "validates": man["jobs"][name]["validates"]})
         names = [r["job"] for r in rows]
