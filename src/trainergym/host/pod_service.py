@@ -126,7 +126,10 @@ def create_app(workdir: Path, token: str, gpu: str = "unknown", gpu_count: int |
             return JSONResponse({"error": "no such job"}, status_code=404)
         path = job.runner.root / "status.json"
         data = json.loads(path.read_text()) if path.exists() else {"phase": job.runner.phase}
-        return JSONResponse({**data, "phase": job.runner.phase, "done": job.result is not None})
+        done = job.result is not None
+        # The runner says "done" a moment before its result is stored: "done" means fetchable.
+        phase = "done" if done else ("finishing" if job.runner.phase == "done" else job.runner.phase)
+        return JSONResponse({**data, "phase": phase, "done": done})
 
     async def log(request: Request) -> Response:
         job = job_or_404(request)
