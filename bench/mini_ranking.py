@@ -256,6 +256,10 @@ def train(args) -> int:
             caps = training_caps(base, family, tok, tasks)
             knobs = map_knobs(job["prime_rl"], prime_rl_table(man["reference_prime_rl"]), scale,
                               max_tokens_cap=caps["max_tokens"])
+            if args.solve_n:
+                print(json.dumps({"what": "solve", "family": fam, "job": name,
+                                  **solve_rate(model, tok, family, tasks, stand_in(job["reward"], family.__name__), knobs,
+                                               caps["max_new"], base, args.solve_n, args.device)}), flush=True)
             for seed in range(args.seeds):
                 if (fam, name, seed) in done:
                     continue
@@ -271,6 +275,8 @@ def train(args) -> int:
     work.sort(key=lambda w: (not manifests[w["key"]["family"]]["jobs"][w["key"]["job"]]["validates"], w["key"]["seed"],
                              list(manifests).index(w["key"]["family"])))
     print(json.dumps({"what": "work", "runs": len(work), "skipped_done": len(done)}), flush=True)
+    if args.no_train:
+        return 0
     training, rollouts = time.time(), 0
     with out.open("a") as f, mp.get_context("spawn").Pool(args.procs) as pool:
         for row in pool.imap_unordered(_run_one, work):
@@ -284,6 +290,25 @@ def train(args) -> int:
                       "rollouts": rollouts, "rollouts_per_s_all": round(rollouts / max(1e-9, time.time() - training), 1)}),
           flush=True)
     return 0
+
+
+def solve_rate(model, tokenizer, family, tasks, reward, knobs, max_new: int, base, n: int, device: str) -> dict:
+    """The share of `n` of the job's tasks the untrained base gets right sampling as training does
+    (the job's temperature, turns and token caps): GRPO learns only from groups where some
+    rollouts succeed, so a rate near 0 means real training can show a job's harms, not its gains."""
+    import random
+
+    import torch
+
+    from trainergym.mini.rollout import generate
+
+    picked = random.Random(0).sample(tasks, min(n, len(tasks)))
+    with torch.no_grad():
+        played = generate(model, tokenizer, family, picked, max_turns=knobs.max_turns, max_tokens=knobs.max_tokens,
+                          temperature=knobs.temperature, max_len=base.caps()["max_len"], max_new=max_new,
+                          generator=torch.Generator(device=device).manual_seed(0))
+    values = reward(picked, [r.messages for r in played])
+    return {"n": len(values), "solve_rate": round(sum(values) / max(1, len(values)), 4)}
 
 
 def _build(family_id: str, scale: str, cache: str, device: str):
@@ -393,6 +418,8 @@ def main(argv=None) -> int:
     t.add_argument("--cache", default=str(ROOT / ".mini-cache"))
     t.add_argument("--done", nargs="*", help="earlier --out files: their runs are not repeated")
     t.add_argument("--out", required=True)
+    t.add_argument("--solve-n", type=int, default=256, help="tasks per job sampled by the base before training (0: none)")
+    t.add_argument("--no-train", action="store_true", help="bases, pre scores and solve rates only")
     s = sub.add_parser("table")
     s.add_argument("paths", nargs="+")
     s.add_argument("--key", default="post_hidden", choices=["post_hidden", "post_public"])
