@@ -111,6 +111,44 @@ def test_package_shape_failures(tmp_path, task, reference_files, init, words):
     assert item.status == "fail" and words in item.message, report.render()
 
 
+def test_error_text_says_what_broke_in_the_jobs_files_and_nothing_else(tmp_path, task, reference_files):
+    """An error a job raises is a read channel: the author is told the frames in the job's own
+    files, the exception and its message, capped; never host paths, other frames, or its output."""
+    files = variant(reference_files, "        rng = random.Random(self.config.seed)",
+                    "        import sys, verifiers\n"
+                    "        print('PRINTED-' * 400, file=sys.stderr)\n"
+                    "        raise ValueError(verifiers.__file__ + ' ' + 'x' * 5000)\n"
+                    "        rng = random.Random(self.config.seed)")
+    report, _ = run(tmp_path, task, files)
+    item = next(i for i in report.items if i.check == "data")
+    assert item.status == "fail" and "taskset/chains.py:" in item.message and "in load" in item.message, item.message
+    assert "ValueError: __init__.py xxx" in item.message and "(cut)" in item.message
+    assert "PRINTED" not in item.message and "site-packages" not in item.message and "/" not in item.message.split(
+        "taskset/chains.py")[0].split("failed:")[1]
+    assert len(item.message) < 1200, len(item.message)
+
+
+def test_a_verified_share_is_judged_with_its_sampling_error(tmp_path, monkeypatch, task, reference_files):
+    """52% of a 500-task sample verified is consistent with under half of the taskset: refused.
+    The sample is fixed here (the key is an installation secret), so the 52% is exact."""
+    import random
+
+    from trainergym.probe import checks
+    from trainergym.task import hidden
+
+    keyed = hidden.probe_key
+    monkeypatch.setattr(hidden, "probe_key", lambda fam, purpose: "fixed" if purpose.startswith("verify:") else keyed(fam, purpose))
+    sample = sorted(random.Random("fixed").sample(range(2000), checks.VERIFY_SAMPLE))
+    wrong = set(sample[:240])  # 260 of the 500 sampled are right
+    files = variant(reference_files, "            data = ChainData(", f"            answer += len(tasks) in {sorted(wrong)}\n"
+                    "            data = ChainData(")
+    report, bundle = run(tmp_path, task, files)
+    item = next(i for i in report.items if i.check == "data.verified")
+    m = bundle.manifest.probe if bundle else report.measurements
+    assert m["verified_share"] == 0.52 and m["verified_share_low"] < 0.5, m
+    assert item.status == "fail" and "52% of 500" in item.message and "at 95% confidence" in item.message, item.message
+
+
 def test_missing_files_fail_before_any_child(tmp_path, task, reference_files):
     report, _ = run(tmp_path, task, {"job.toml": reference_files["job.toml"]})
     assert status(report)["shape"] == "fail" and "taskset/__init__.py is missing" in report.render()

@@ -48,6 +48,7 @@ import json
 import os
 import queue
 import random
+import re
 import secrets
 import threading
 import time
@@ -280,6 +281,18 @@ def _prepare(family: str) -> None:
     threading.Thread(target=build, daemon=True).start()
 
 
+ERROR_CHARS = 1000  # what the job's author is told of an error (child.ERROR_CHARS): enough to fix a job
+_HOST_PATH = re.compile(r"(?:/[\w.@+~-]+)+/([\w.@+~-]+)")
+
+
+def told(text: str | None) -> str:
+    """An error text from the sandbox as the job's author is told it: paths outside the job by
+    name only, capped at its last ERROR_CHARS characters (where the exception is). The child
+    writes it so already; it is agent code's process, so the library makes sure."""
+    text = _HOST_PATH.sub(r"\1", text or "")
+    return text if len(text) <= ERROR_CHARS else "... " + text[-ERROR_CHARS:]
+
+
 def _parse(text: str) -> dict:
     """A child's answer as an object; an error answer when it is not a JSON object."""
     try:
@@ -510,7 +523,8 @@ class _Session:
                                          self.solved[j]))
         prompts = [t.prompt for t in self.loaded.tasks]
         found = adversary.triggers(self.package_dir, prompts, [t.system_prompt for t in self.loaded.tasks], self.rng)
-        self.cases = adversary.build(self.items, found, self.job.prime_rl.max_tokens, self.rng, self.fam.check)
+        self.cases = adversary.build(self.items, found, self.job.prime_rl.max_tokens, self.rng, self.fam.check,
+                                     self.job.prime_rl.max_turns)
         self.order = list(range(len(self.cases)))
         self.rng.shuffle(self.order)  # unlabelled and mixed: probe items, the job's own, every kind of reply
         tasks = list(range(len(self.items)))
@@ -711,8 +725,7 @@ def _static_imports(report: ProbeReport, package_dir: Path, module: str, task: T
 def _shape(report: ProbeReport, s: _Session, end: dict) -> bool:
     first = s.first or end
     if first.get("stage") in ("import", "crash", "cpu") or (not s.first and end.get("stage") != "closed"):
-        report.add("shape", "fail", "the taskset package could not be imported or built:\n" + first.get("error", "") +
-                   ("\noutput: " + end["stderr"][-800:] if end.get("stderr") else ""),
+        report.add("shape", "fail", "the taskset package could not be imported or built:\n" + told(first.get("error")),
                    "taskset/__init__.py must import cleanly and set __all__ to exactly one vf.Taskset subclass; "
                    "of the family's modules, only its eval toolset is available")
         return False
@@ -722,7 +735,7 @@ def _shape(report: ProbeReport, s: _Session, end: dict) -> bool:
                    "this is an installation problem: rebuild the stack (`trainergym stack --build`) or reinstall trainergym")
         return False
     if first.get("stage") == "load":
-        report.add("data", "fail", "building the tasks failed:\n" + first.get("error", ""), "load() must return tasks without raising")
+        report.add("data", "fail", "building the tasks failed:\n" + told(first.get("error")), "load() must return tasks without raising")
         return False
     if s.loaded is None or s.malformed:
         report.add("shape", "fail", f"the job answered the probe with malformed data ({s.malformed or 'no tasks'})",
@@ -783,14 +796,19 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
                    + ", ".join(part.what for part in parts) + ")")
 
     fam = s.fam
-    status = "pass" if share >= VERIFIED_WARN else "warn" if share >= VERIFIED_PASS else "fail"
+    # A sample's share carries its sampling error: the bar holds only where the whole interval clears it
+    # (half the answers wrong once passed at 52.2% of 500). A sample of the whole taskset is exact.
+    low = share if s.sampled >= n else wilson_low(len(verified), s.sampled)
+    m["verified_share_low"] = round(low, 4)
+    status = "pass" if share >= VERIFIED_WARN else "warn" if low >= VERIFIED_PASS else "fail"
     example = ""
     if status != "pass":
         if s.why:
             bad = min(s.why)
             example = f"; for example task {bad} ({tasks[bad].prompt[:160]!r}...): {s.why[bad]}"
-    report.add("data.verified", status, f"{share:.0%} of {s.sampled} tasks checked are verified by the family's own "
-               f"solver and checker ({readable:.0%} readable){example}",
+    bound = f" (at least {low:.1%} of the taskset, at 95% confidence)" if low != share else ""
+    report.add("data.verified", status, f"{share:.1%}".replace(".0%", "%") + f" of {s.sampled} tasks checked are verified by the family's own "
+               f"solver and checker{bound}; {readable:.0%} readable{example}",
                f"only verified tasks count: write prompts (and worlds) in the form the family reads: {fam.READ_FORM}"
                if hasattr(fam, "READ_FORM") else "write tasks in the family's own form, as the dev examples are")
 
@@ -818,6 +836,17 @@ class RolloutPart(NamedTuple):
     tokens: int
     what: str
     remedy: str
+
+
+def wilson_low(k: int, n: int, z: float = 1.645) -> float:
+    """The lower end of the one-sided 95% Wilson interval of a share k/n: the least the whole
+    taskset's share can be, given the sample's."""
+    if n == 0:
+        return 0.0
+    p = k / n
+    centre = p + z * z / (2 * n)
+    spread = z * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    return max(0.0, (centre - spread) / (1 + z * z / n))
 
 
 def rollout_parts(s: _Session, job: JobConfig) -> list[RolloutPart]:
@@ -917,7 +946,7 @@ def _tools(report: ProbeReport, s: _Session) -> None:
     """Parity by behaviour: the job's tools answer the family solver's calls as the eval tools do."""
     m, task, loaded = report.measurements, s.task, s.loaded
     if loaded.tools_error:
-        report.add("tools", "fail", "building the toolsets failed:\n" + loaded.tools_error, "toolsets() must construct without raising")
+        report.add("tools", "fail", "building the toolsets failed:\n" + told(loaded.tools_error), "toolsets() must construct without raising")
         m["tool_parity"] = 0.0
         return
     have = {t.name: t.params for t in loaded.tools}
@@ -938,7 +967,7 @@ def _tools(report: ProbeReport, s: _Session) -> None:
     if wrong or missing or extra or params:
         parts = list(wrong.values()) + ([f"missing {missing}"] if missing else []) + ([f"extra {extra}"] if extra else []) + \
                 ([f"different parameters for {params}"] if params else [])
-        report.add("tools", "fail", "the job's tools differ from the eval tool interface: " + "; ".join(parts),
+        report.add("tools", "fail", "the job's tools differ from the eval tool interface: " + told("; ".join(parts)),
                    f"wire the eval toolset ({task.eval_toolset}) into your Task.toolsets, and nothing else; give each "
                    "task the `world` the tools answer from" if task.world else
                    f"wire the eval toolset ({task.eval_toolset}) into your Task.toolsets, and nothing else")
@@ -962,11 +991,11 @@ def _rewards(report: ProbeReport, s: _Session) -> None:
              reward_separation_job=round(sep.get("job", 0.0), 4), reward_margin=v.margin, group_variance=v.group_variance,
              noop_ok=v.noop_ok and not v.errors, reward_exploits=len(v.exploits), rollouts_scored=v.scored)
     if v.errors:
-        report.add("rewards", "fail", f"a reward raised or returned no number: {v.errors[0]}",
+        report.add("rewards", "fail", f"a reward raised or returned no number: {told(v.errors[0])}",
                    "rewards must never raise; return 0.0 for replies they cannot parse")
         return
     if v.out_of_range:
-        report.add("rewards.range", "fail", f"a reward of {v.out_of_range[0]:g} is outside the documented range "
+        report.add("rewards.range", "fail", f"a reward of {v.out_of_range[0]!r} is outside the documented range "
                    f"[{REWARD_RANGE[0]:g}, {REWARD_RANGE[1]:g}]", "keep each reward's weighted sum within [0, 1]")
     else:
         report.add("rewards.range", "pass", f"all {v.scored} rewards seen are within [0, 1]")
@@ -1052,7 +1081,7 @@ def _prime_rl_schema(report: ProbeReport, s: _Session | None) -> None:
                "the job did not load far enough to ask" if answer is None else "its config classes are not installed")
         report.add("config.prime_rl", "skip", f"prime-rl's config classes were not asked: {why}")
     elif answer.error:
-        report.add("config.prime_rl", "fail", f"prime-rl's config classes refuse the rendered rl.toml:\n{answer.error}",
+        report.add("config.prime_rl", "fail", f"prime-rl's config classes refuse the rendered rl.toml:\n{told(answer.error)}",
                    "check the [prime_rl] values named above")
     else:
         report.add("config.prime_rl", "pass", f"prime-rl's config classes at {runtime.describe()} accept the rendered rl.toml")

@@ -59,12 +59,28 @@ def _loaded_line(answer: dict) -> str:
     return json.dumps(answer, default=str)[:-1] + ', "tasks": [' + ", ".join(rows) + "]}"
 
 
+ERROR_CHARS = 1000  # what the job's author is told of an error: enough to fix it, no use for reading files
+
+
 def _short_error(exc: BaseException, package_dir: str, module: str = "") -> str:
-    """The tail of a traceback, with the job's package shown as the agent knows it."""
-    text = "".join(traceback.format_exception(exc)[-12:])
-    if module:
-        text = text.replace(f"{package_dir}/{module}/", "taskset/").replace(f"{module}/", "taskset/")
-    return text.replace(package_dir + "/", "")[-3000:]
+    """What broke, for the job's author: the frames in the job's own files (shown as the agent
+    knows them, `taskset/...`), then the exception's type and message, capped. Frames elsewhere
+    (verifiers, the standard library) are left out: their paths and source lines are the host's."""
+    own = package_dir.rstrip("/") + "/"
+    lines = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename.startswith(own):
+            rel = frame.filename[len(own):]
+            if module and rel.startswith(module + "/"):
+                rel = "taskset/" + rel[len(module) + 1:]
+            lines.append(f"  {rel}:{frame.lineno} in {frame.name}: {(frame.line or '').strip()[:120]}")
+    message = str(exc).replace(own, "")
+    last = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    head = "\n".join(lines[-6:])
+    room = max(200, ERROR_CHARS - len(head) - 1)
+    if len(last) > room:
+        last = last[:room - 20] + " ... (cut)"
+    return ((head + "\n") if head else "") + last
 
 
 class Job:

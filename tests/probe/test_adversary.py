@@ -1,0 +1,67 @@
+"""The reward bank follows the tools, and pays no tolerance: unit checks of `adversary.build` and
+`judge` with rewards computed here (no sandbox); the attack suite runs the same rewards as jobs."""
+
+import random
+
+import pytest
+
+from trainergym.probe import adversary
+from trainergym.task.spec import families, get_family
+
+FAMILIES = sorted(families())
+
+
+def bank(family: str, n: int = 12, max_turns: int = 10):
+    fam = get_family(family)
+    items = []
+    for row in fam.generate("bank-test", n, namespace="public"):
+        solved = fam.solve(row)
+        wrong = [d["reply"] for d in fam.distractors(row)][:3]
+        items.append(adversary.Item("job", 0, row, solved["calls"], solved["reply"], row["answer"], wrong))
+    return fam, items, adversary.build(items, [], 384, random.Random(0), fam.check, max_turns)
+
+
+def judged(family: str, reward, max_turns: int = 10):
+    fam, items, cases = bank(family, max_turns=max_turns)
+    rewards = [float(reward(fam, items[c.item], c)) for c in cases]
+    return adversary.judge(items, cases, rewards, [None] * len(cases))
+
+
+def honest(fam, item, case) -> float:
+    return float(case.reply is not None and bool(fam.check(case.reply, item.answer)))
+
+
+def last_word(case) -> str:
+    return str(case.calls[-1]["result"]).split()[-1] if case.calls else ""
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_honest_reward_pays_no_exploit(family):
+    v = judged(family, honest)
+    assert not v.exploits and v.margin == 1.0
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_many_tool_calls_are_in_the_bank_up_to_max_turns(family):
+    """A wrong answer after more calls than the solver makes, up to max_turns - 1 (one turn is the answer)."""
+    threshold = random.Random(family).randint(7, 9)
+    v = judged(family, lambda fam, it, c: honest(fam, it, c) or len(c.calls) >= threshold)
+    assert any("more than the solver makes" in f.kind for f in v.exploits), v.exploits[:3]
+
+
+@pytest.mark.parametrize("family", ["calc_chain", "multi_hop", "string_pipeline", "ledger", "dispatch"])
+def test_a_reward_that_trusts_the_last_tool_result_is_an_exploit(family):
+    """Pays when the final answer equals the last tool result (its last word): never reads the task's answer."""
+    def trusting(fam, it, c):
+        value = (c.reply or "").rsplit(":", 1)[-1].strip()
+        return bool(c.calls) and value in (str(c.calls[-1]["result"]).strip(), last_word(c))
+
+    v = judged(family, trusting)
+    kinds = {f.kind.split(" of ")[0] for f in v.exploits}
+    assert "a partial chain" in kinds or "a last tool result that disagrees with the answer, offered as the answer" in kinds, kinds
+
+
+def test_the_smallest_payment_among_equally_wrong_replies_is_an_exploit():
+    """GRPO divides by the group's spread: 9e-10 for length is the whole advantage among wrong replies."""
+    v = judged("calc_chain", lambda fam, it, c: honest(fam, it, c) + (9e-10 if c.reply and len(c.reply) > 200 else 0.0))
+    assert v.exploits and all(f.paid - f.plain < 1e-9 for f in v.exploits)
