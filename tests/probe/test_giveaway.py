@@ -1,0 +1,174 @@
+"""Giveaways as a class: free text that predicts the answer across a job's tasks is refused
+whatever the transform, and the families' honest items (with honest free text) never are.
+
+Tasks are built from the families' public items and solved by the families' own solvers, as
+the probe does; no sandbox."""
+
+import base64
+import codecs
+import random
+import time
+from functools import cache
+from types import SimpleNamespace
+
+import pytest
+
+from trainergym.probe import giveaway
+from trainergym.task.spec import get_family
+
+FAMILIES = ("calc_chain", "multi_hop", "string_pipeline", "ledger", "triage", "dispatch")
+_NAMES = ("Ana Souza", "Kenji Watanabe", "Olga Petrova", "Liam O'Brien", "Zainab Bello", "Mateo Rossi")
+
+
+@cache
+def _items(family: str, n: int) -> tuple:
+    return tuple(get_family(family).generate("giveaway-tests", n, namespace="public"))
+
+
+def _job(family: str, hint=None, n: int = 60, noise: bool = False, where: str = "prompt"):
+    """The family's items as tasks and solver traces; `hint(answer, i, rng)` is a line added to
+    each prompt (or the system prompt), `noise` adds honest free text (names, dates, ids)."""
+    fam, rng = get_family(family), random.Random(7)
+    tasks, solved = [], []
+    for i, item in enumerate(_items(family, n)):
+        prompt, system = item["prompt"], ""
+        if noise:
+            prompt = (f"Filed by {rng.choice(_NAMES)} on 2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} "
+                      f"(ticket #{rng.randint(10000, 99999)}).\n{prompt}\nOrder number {rng.randint(10**6, 10**7)}, "
+                      f"batch {rng.randint(1, 400)}, {rng.randint(2, 90)} items, ref {rng.randint(100, 999)}-"
+                      f"{rng.randint(1000, 9999)}.")
+        if hint is not None:
+            line = hint(item["answer"], i, rng)
+            if where == "prompt":
+                prompt = f"{prompt}\n{line}"
+            else:
+                system = line
+        row = {"prompt": prompt, "answer": item["answer"], "world": item.get("world") or {}}
+        tasks.append(SimpleNamespace(prompt=prompt, system_prompt=system, answer=item["answer"], world=row["world"]))
+        solved.append(fam.solve(row))
+    return tasks, solved
+
+
+def _caught(family, hint, expect: str, n: int = 60, where: str = "prompt"):
+    tasks, solved = _job(family, hint, n=n, where=where)
+    found, hinted = giveaway.shortcut(tasks, solved)
+    assert found and expect in found, (found, len(hinted))
+    assert len(hinted) >= n // 2
+    return found
+
+
+# --- 1. the red team's transforms ------------------------------------------------------------------
+def _split(a: str) -> tuple[str, str]:
+    d = a.lstrip("-")
+    return d[:len(d) // 2], d[len(d) // 2:]
+
+
+RED_TEAM = {
+    # an offset past the fixed list's bound of 1,000: an affine relation with slope 1
+    "checksum offset, calc_chain": ("calc_chain", lambda a, i, r: f"Checksum: {int(a) + 12345}", "affine"),
+    "checksum offset, ledger": ("ledger", lambda a, i, r: f"Checksum: {int(a) + 12345}", "affine"),
+    # leading and trailing digits in two places of the text
+    "digits apart, calc_chain": ("calc_chain", lambda a, i, r: f"It begins {_split(a)[0]}. (Audit code {_split(a)[1]}.)",
+                                 "digits split"),
+    "digits apart, ledger": ("ledger", lambda a, i, r: f"Starts with {_split(a)[0]}; trailing part {_split(a)[1]}.",
+                             "digits split"),
+    "starts and ends with, multi_hop": ("multi_hop", lambda a, i, r: f"Hint: it starts with '{a[:3]}' and ends with "
+                                                                     f"'{a[-4:]}'.", "fragments"),
+    "rot13, string_pipeline": ("string_pipeline", lambda a, i, r: f"Code word: {codecs.encode(a, 'rot13')}",
+                               "substitution"),
+}
+
+
+@pytest.mark.parametrize("name", RED_TEAM)
+def test_the_red_teams_transforms_are_caught(name):
+    family, hint, expect = RED_TEAM[name]
+    _caught(family, hint, expect)
+
+
+# --- 2. held out: transforms no rule names -----------------------------------------------------------
+def _caesar(s: str, k: int) -> str:
+    return "".join(chr((ord(c) - base + k) % 26 + base) if c.isalpha() and c.isascii() else c
+                   for c in s for base in [ord("a") if c.islower() else ord("A")])
+
+
+def _atbash(s: str) -> str:
+    return "".join(chr(2 * base + 25 - ord(c)) if c.isalpha() and c.isascii() else c
+                   for c in s for base in [ord("a") if c.islower() else ord("A")])
+
+
+def _rot5(s: str) -> str:
+    return "".join(str((int(c) + 5) % 10) if c.isdigit() else c for c in s)
+
+
+_PERMUTATION = (2, 0, 3, 1)  # a fixed reordering of the first four digits
+
+
+def _permuted(a: str) -> str:
+    d = a.lstrip("-")
+    return "".join(d[k] for k in _PERMUTATION) + d[4:] if len(d) >= 4 else d
+
+
+def _three(s: str) -> str:
+    k = max(1, len(s) // 3)
+    return f"Batch {s[:k]}, shelf {s[k:2 * k]}, bin {s[2 * k:]}."
+
+
+HELD_OUT = {  # name: family, hint line, the detector class expected to catch it
+    "7x-3 as Ref": ("calc_chain", lambda a, i, r: f"Ref: {7 * int(a) - 3}", "affine"),
+    "-2x+999 among noise numbers, ledger": ("ledger", lambda a, i, r: f"Lot {r.randint(1, 99)} / {999 - 2 * int(a)} / "
+                                                                      f"{r.randint(100, 999)}", "affine"),
+    "a quarter, as a decimal": ("calc_chain", lambda a, i, r: f"Ratio: {int(a) / 4}", "affine"),
+    "base64 of the number": ("ledger", lambda a, i, r: "Token " + base64.b64encode(a.encode()).decode(), "affine"),
+    "digits reversed, in three": ("calc_chain", lambda a, i, r: _three(a.lstrip("-")[::-1]), "digits split"),
+    "digits under a fixed permutation": ("ledger", lambda a, i, r: f"Serial {_permuted(a)}.", "digits reordered"),
+    "rot5 of digits and letters": ("string_pipeline", lambda a, i, r: f"Id: {_rot5(_caesar(a, 5))}", "substitution"),
+    "caesar-7": ("string_pipeline", lambda a, i, r: f"Note: {_caesar(a, 7)}", "substitution"),
+    "atbash": ("multi_hop", lambda a, i, r: f"Cipher: {_atbash(a)}", "substitution"),
+    "atbash reversed": ("string_pipeline", lambda a, i, r: f"See {_atbash(a)[::-1]} here", "substitution of its reverse"),
+    "upper case": ("dispatch", lambda a, i, r: f"Escalation key: {a.upper()}", "substitution"),
+    "base32 of the string": ("multi_hop", lambda a, i, r: "Ref " + base64.b32encode(a.encode()).decode(),
+                             "fragments"),
+    "hex of the string": ("string_pipeline", lambda a, i, r: f"Blob {a.encode().hex()}", "fragments"),
+    "percent-encoded": ("triage", lambda a, i, r: "Link: /x?q=" + "".join(f"%{b:02X}" for b in a.encode()), "fragments"),
+    "first four letters, then the rest": ("multi_hop", lambda a, i, r: f"The first four letters are {a[:4]!r}, "
+                                                                       f"the rest {a[4:]!r}.", "fragments"),
+    "reversed fragments": ("dispatch", lambda a, i, r: f"Tail {a[::-1][:5]} then {a[::-1][5:]}", "fragments"),
+    "a varying offset, in the system prompt": ("calc_chain", lambda a, i, r: f"The final value plus {20 + i % 50} is "
+                                                                             f"{int(a) + 20 + i % 50}.", "a sum"),
+}
+
+
+@pytest.mark.parametrize("name", HELD_OUT)
+def test_held_out_transforms_are_caught_by_a_class(name):
+    family, hint, expect = HELD_OUT[name]
+    where = "system" if "system prompt" in name else "prompt"
+    print(name, "->", _caught(family, hint, expect, where=where))
+
+
+# --- 3. no false positives ---------------------------------------------------------------------------
+@pytest.mark.parametrize("noise", [False, True], ids=["plain", "free-text"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_honest_items_give_nothing_away(family, noise):
+    tasks, solved = _job(family, n=200, noise=noise)
+    assert giveaway.shortcut(tasks, solved) == ("", [])
+    # One task alone is judged by the answer itself in its text: random free text holds a short
+    # answer by chance now and then ("55 items", a birth year among order numbers).
+    alone = [t.answer for t, s in zip(tasks, solved) if giveaway.gives_away(t, s)]
+    print(f"{family} ({'free text' if noise else 'plain'}): per-task chance hits {alone}")
+    assert not alone if not noise else len(alone) <= len(tasks) // 100
+
+
+def test_a_hint_in_a_few_tasks_is_not_a_class():
+    """The relation must hold in half the tasks: ten hinted tasks of sixty are chance as far as
+    the class test knows (each is still refused alone when it holds the answer itself)."""
+    tasks, solved = _job("calc_chain", lambda a, i, r: f"Checksum: {int(a) + 12345}" if i < 10 else "Checksum: 0")
+    assert giveaway.shortcut(tasks, solved) == ("", [])
+
+
+# --- 4. speed --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("family", FAMILIES)
+def test_timing_on_500_tasks(family):
+    tasks, solved = _job(family, n=500, noise=True)
+    start = time.perf_counter()
+    giveaway.shortcut(tasks, solved)
+    print(f"{family}: shortcut on 500 tasks in {1000 * (time.perf_counter() - start):.0f} ms")
