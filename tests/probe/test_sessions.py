@@ -113,3 +113,54 @@ def test_a_worker_stays_warm_when_the_sandbox_mounts_below_its_tmp(tmp_path, ref
     finally:
         worker.close()
     assert pids[0] == pids[1]
+
+
+# What a job tries beyond the jail's walls (x86_64 syscall numbers); each must fail with EPERM.
+SYSCALLS = '''
+import ctypes as _c, errno as _e, json as _j, os as _o, subprocess as _sp, sys as _s, threading as _t
+_libc = _c.CDLL(None, use_errno=True)
+_libc.syscall.restype = _c.c_long
+
+
+def _try(n, *args):
+    r = _libc.syscall(n, *args)
+    if r == 0 and n == 56:  # a clone that worked: this is the child
+        _o._exit(0)
+    return "allowed" if r >= 0 else _e.errorcode.get(_c.get_errno(), "?")
+
+
+_obs = {"unshare(CLONE_NEWUSER)": _try(272, 0x10000000), "unshare(CLONE_NEWNS)": _try(272, 0x20000),
+        "clone(CLONE_NEWUSER)": _try(56, 0x10000000 | 17, 0, 0, 0, 0), "setns": _try(308, 0, 0),
+        "mount": _try(165, b"none", b"/tmp", b"tmpfs", 0, None), "ptrace": _try(101, 0, 0, 0, 0),
+        "keyctl": _try(250, 0, 0, 0, 0, 0), "bpf": _try(321, 0, 0, 0), "perf_event_open": _try(298, 0, 0, 0, 0, 0),
+        "init_module": _try(175, 0, 0, 0), "reboot": _try(169, 0, 0, 0, 0)}
+_th = _t.Thread(target=lambda: None)
+_th.start()
+_th.join()
+_obs["threads and processes"] = _sp.run(["true"]).returncode == 0
+print("OBS " + _j.dumps(_obs), file=_s.stderr)
+'''
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "namespaces"])
+def test_a_job_cannot_make_namespaces_mounts_or_reach_the_kernel(tmp_path, reference_files, mode):
+    """The seccomp filter (probe/seccomp.py) holds in both modes; threads and subprocesses still run."""
+    import platform
+
+    if platform.machine() != "x86_64":
+        pytest.skip("the syscall numbers here are x86_64's")
+    box = Sandbox(mode=mode)
+    if box.kind != mode:
+        pytest.skip(f"{mode} is not available here: {box.why_not}")
+    assert box.seccomp and "seccomp filter refusing" in box.describe()
+    files = {k.removeprefix("taskset/"): v for k, v in reference_files.items() if k.startswith("taskset/")}
+    files["__init__.py"] += SYSCALLS
+    write_job(tmp_path / "sc" / "job_sc", files)
+    worker = WarmWorker(box)
+    try:
+        request = {"nonce": secrets.token_hex(8), "module": "job_sc", "max_tasks": 5, "timeout": 60}
+        seen = _observed(worker.run(tmp_path / "sc", request, lambda _answer: None))
+    finally:
+        worker.close()
+    assert seen.pop("threads and processes") is True
+    assert set(seen.values()) == {"EPERM"}, seen

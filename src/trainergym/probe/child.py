@@ -420,6 +420,42 @@ def _can_split(limits: dict) -> bool:
     return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_NO_NEW_PRIVS = 22, 2, 38
+
+
+def _refuse_syscalls(program_hex: str) -> None:
+    """Load the seccomp filter the library compiled with libseccomp (`trainergym.probe.seccomp`)
+    into this process and all it starts; raises OSError when the kernel refuses it."""
+    import ctypes
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    code = bytes.fromhex(program_hex)
+    buf = ctypes.create_string_buffer(code, len(code))
+    prog = SockFprog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or \
+            libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "the kernel refused the seccomp filter: " + os.strerror(ctypes.get_errno()))
+
+
+def _can_filter(limits: dict) -> str:
+    """Why this kernel will not load the seccomp filter, tried once in a throwaway child when the
+    worker starts ("" when it will): a worker that cannot confine jobs as promised never says ready."""
+    if not limits.get("seccomp"):
+        return ""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _refuse_syscalls(limits["seccomp"])
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    return "" if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0 else "the kernel refused the seccomp filter"
+
+
 def _read_tree(top: str) -> list[tuple[str, str, bytes | str | None]]:
     """Every entry under `top` as (relative path, "dir" | "file" | "link", contents or target),
     parents first: the job's package, carried across into the session's fresh /tmp."""
@@ -477,6 +513,8 @@ def _child(req: dict, limits: dict, req_fd: int, out_fd: int, log_path: str) -> 
         shutil.copytree(req["package_src"], workdir, symlinks=True)
     del package
     os.chdir(workdir)
+    if limits.get("seccomp"):
+        _refuse_syscalls(limits["seccomp"])  # last: the session's own namespaces and mounts are made
 
     def write(obj: dict) -> None:
         data = ((obj if isinstance(obj, str) else json.dumps(obj, default=str)) + "\n").encode()
@@ -800,7 +838,10 @@ def serve(limits: dict) -> None:
     gc.collect()
     gc.freeze()
     limits = {**limits, "split": limits["pid_namespace"] and _can_split(limits)}
-    emit("ready")
+    refused = _can_filter(limits)
+    emit(f"not ready: {refused}" if refused else "ready")
+    if refused:
+        return
     for line in sys.stdin:
         if not line.strip():
             continue

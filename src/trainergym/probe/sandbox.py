@@ -42,6 +42,7 @@ from pathlib import Path
 from trainergym.job import stack_env
 from trainergym.job.stack_env import Stack
 from trainergym.paths import LIBRARY
+from trainergym.probe import seccomp
 from trainergym.probe.cgroup import Cgroup
 
 CHILD = Path(__file__).with_name("child.py")
@@ -198,6 +199,13 @@ class Sandbox:
         # As root: a uid of its own (so no per-uid limit is shared); not root: our own uid,
         # mapped to root of a user namespace whose capabilities are dropped before agent code runs.
         self.uid = random.choice(UID_RANGE) if os.geteuid() == 0 else None
+        # The seccomp filter every confined session loads (hex of libseccomp's BPF), or "" with why not.
+        self.seccomp, self.no_seccomp = "", ""
+        if self.kind in ("bwrap", "namespaces"):
+            try:
+                self.seccomp = seccomp.program().hex()
+            except seccomp.Unavailable as e:
+                self.no_seccomp = str(e)
 
     def _choose(self, mode: str) -> tuple[str, str]:
         """(kind, why a requested mode is unavailable)."""
@@ -225,9 +233,11 @@ class Sandbox:
     def describe(self) -> str:
         """Which mode runs and what it guarantees (or why nothing can run)."""
         who = f"its own uid {self.uid}" if self.uid is not None else "no capabilities (user namespace)"
+        refused = ("a seccomp filter refusing namespaces, mounts, ptrace, keyrings, bpf, perf, modules and reboot"
+                   if self.seccomp else f"NO seccomp filter ({self.no_seccomp})")
         confined = ("no network, own PID/IPC/UTS/mount namespaces, read-only system, homes, the data directory "
-                    f"and the library's source hidden, private /tmp, scrubbed environment, {who}; every process "
-                    "killed at the end")
+                    f"and the library's source hidden, private /tmp, scrubbed environment, {who}, {refused}; every "
+                    "process killed at the end")
         return {
             "bwrap": f"bubblewrap: {confined}",
             "namespaces": f"namespaces (unshare + confine.py, no bubblewrap): {confined}",
@@ -425,7 +435,7 @@ class WarmWorker:
 
     def _start(self) -> subprocess.Popen:
         confined = self.sandbox.kind in ("bwrap", "namespaces")
-        limits = {**self.sandbox.limits.__dict__, "pid_namespace": confined}
+        limits = {**self.sandbox.limits.__dict__, "pid_namespace": confined, "seccomp": self.sandbox.seccomp}
         if confined and self._cgroup is None:  # None where the host gives us no cgroup to write
             self._cgroup = Cgroup.create(self.sandbox.limits.memory_total_bytes, self.sandbox.limits.processes)
         # The child script runs from the spool: the library's own source stays masked.
