@@ -194,6 +194,23 @@ for scratch in ("/tmp", "/var/tmp", "/dev/shm"):
         os.makedirs(os.path.join(scratch, "left-dir", "inner"), exist_ok=True)
     except OSError:
         pass
+# System V objects with open permissions, one of them handed to another owner (IPC_SET): what a
+# later job's trainer could attach to. Their keys go out for the test to look for.
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+key = 0x7E570000 + os.getpid() % 0xFFFF
+out["ipc"] = {"key": key, "made": [libc.shmget(key, 1 << 16, 0o1666), libc.semget(key + 1, 1, 0o1666),
+                                    libc.msgget(key + 2, 0o1666)]}
+class IpcPerm(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_int), ("uid", ctypes.c_uint), ("gid", ctypes.c_uint), ("cuid", ctypes.c_uint),
+                ("cgid", ctypes.c_uint), ("mode", ctypes.c_ushort), ("pad", ctypes.c_ushort), ("seq", ctypes.c_ushort),
+                ("pad2", ctypes.c_ushort), ("unused", ctypes.c_ulong * 2)]
+class ShmidDs(ctypes.Structure):
+    _fields_ = [("perm", IpcPerm), ("rest", ctypes.c_ulong * 16)]
+ds = ShmidDs()
+if out["ipc"]["made"][0] >= 0 and libc.shmctl(out["ipc"]["made"][0], 2, ctypes.byref(ds)) == 0:  # IPC_STAT
+    ds.perm.uid = 0  # the owner may give it away: to root, whom no sweep by owner would touch
+    out["ipc"]["handed_to_root"] = libc.shmctl(out["ipc"]["made"][0], 1, ctypes.byref(ds)) == 0  # IPC_SET
 open(os.path.join(sys.argv[1], "inside.json"), "w").write(json.dumps(out))
 """
 
@@ -218,6 +235,13 @@ def _confined_run(confinement, tmp_root: Path, port: int) -> dict:
         shutil.rmtree(top, ignore_errors=True)
 
 
+def _ipc_left(inside: dict) -> list[str]:
+    """The System V objects the trainer made that the host still holds (by their keys)."""
+    key = inside["ipc"]["key"]
+    return [f"{kind} {row.split()[0]}" for i, kind in enumerate(("shm", "sem", "msg"))
+            for row in Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:] if int(row.split()[0]) == key + i]
+
+
 def test_bubblewrap_gives_the_trainer_no_network_no_disks_and_not_root(host):
     confinement = Confinement.choose("bwrap")
     if confinement.kind != "bwrap":
@@ -226,6 +250,7 @@ def test_bubblewrap_gives_the_trainer_no_network_no_disks_and_not_root(host):
     assert inside["host_loopback"] != "connected"  # its own network namespace: only its own loopback
     assert not [d for d in inside["devices"] if d.startswith(("loop", "sd", "nvme", "vd", "xvd", "mem", "kmem", "port"))]
     assert inside["uid"] != 0 and (os.geteuid() != 0 or inside["uid"] == confinement.uid)
+    assert min(inside["ipc"]["made"]) >= 0 and _ipc_left(inside) == []  # its IPC namespace died with it
 
 
 def test_what_a_trainer_uid_leaves_in_the_shared_scratch_is_deleted(host):
@@ -235,9 +260,12 @@ def test_what_a_trainer_uid_leaves_in_the_shared_scratch_is_deleted(host):
     theirs = Path("/tmp") / f"not-the-trainers-{os.getpid()}"
     theirs.write_text("stays")
     try:
-        _confined_run(confinement, host["top"], 9)
+        inside = _confined_run(confinement, host["top"], 9)
         left = [p for scratch in ("/tmp", "/var/tmp", "/dev/shm") for p in Path(scratch).iterdir()
                 if p.lstat().st_uid == confinement.uid]
         assert left == [] and theirs.read_text() == "stays"
+        # System V objects too, the one handed to root included
+        assert min(inside["ipc"]["made"]) >= 0 and inside["ipc"].get("handed_to_root"), inside["ipc"]
+        assert _ipc_left(inside) == []
     finally:
         theirs.unlink()

@@ -13,7 +13,8 @@ the job's `outputs/` and a `home/` of its own. Mechanisms (`TRAINERGYM_TRAINER_C
   under umask 022; `prepare` checks the paths that matter, and that the uid can reach what it
   runs). After the phase every process of that uid is killed, wherever it moved: a new session
   escapes a process-group kill, not this; and what it left in the shared scratch directories
-  (/tmp, /var/tmp, /dev/shm) is deleted. It needs only CAP_SETUID, which a container's root has;
+  (/tmp, /var/tmp, /dev/shm) is deleted, and every System V object it made (shared memory,
+  semaphores, message queues: by creator, which the owner cannot change) removed. It needs only CAP_SETUID, which a container's root has;
   a pod cannot create namespaces, so its network stays open.
 - `bwrap`: bubblewrap, the whole filesystem read-only but `outputs/` and `home/`, the data
   directory (the hidden-eval secret) behind an empty tmpfs, a private /tmp, a /dev of its own
@@ -284,6 +285,7 @@ class Confinement:
             subprocess.run([*_drop(self.uid), "/bin/sh", "-c", "kill -KILL -1"], capture_output=True, timeout=30)
             if not self.alive():
                 self._sweep_scratch()
+                self._sweep_ipc()
                 return
             if time.monotonic() > deadline:
                 raise ConfinementError(f"processes of the trainer's uid {self.uid} survived: {self.alive()}")
@@ -307,6 +309,23 @@ class Confinement:
                         os.unlink(entry.path)
                 except OSError:
                     pass
+
+    def _sweep_ipc(self) -> None:
+        """Remove every System V object the uid made or owns (`/proc/sysvipc`; `ipcrm`, util-linux
+        like setpriv): a segment or semaphore left with open permissions would reach the next job's
+        trainer. By creator too: the owner may hand an object to any uid (IPC_SET), never its creator.
+        bubblewrap's IPC namespace dies with it; setpriv (a pod) shares the host's."""
+        for kind, flag in (("shm", "-m"), ("sem", "-s"), ("msg", "-q")):
+            try:
+                header, *rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()
+            except OSError:
+                continue
+            names = header.split()
+            for row in rows:
+                obj = dict(zip(names, row.split()))
+                if str(self.uid) in (obj.get("uid"), obj.get("cuid")):
+                    ident = obj.get("shmid") or obj.get("semid") or obj.get("msqid")
+                    subprocess.run(["ipcrm", flag, ident], capture_output=True, timeout=30)
 
     def alive(self) -> list[int]:
         """The pids of live (not zombie) processes whose real uid is the trainer's."""
