@@ -65,3 +65,24 @@ def test_the_smallest_payment_among_equally_wrong_replies_is_an_exploit():
     """GRPO divides by the group's spread: 9e-10 for length is the whole advantage among wrong replies."""
     v = judged("calc_chain", lambda fam, it, c: honest(fam, it, c) + (9e-10 if c.reply and len(c.reply) > 200 else 0.0))
     assert v.exploits and all(f.paid - f.plain < 1e-9 for f in v.exploits)
+
+
+def test_a_reward_paying_many_distinct_tool_results_is_an_exploit():
+    """The red team's: pays when the rollout saw more distinct tool results than the task has steps."""
+    def distinct(fam, it, c):
+        return honest(fam, it, c) or len({str(k["result"]) for k in c.calls}) > len(it.calls)
+
+    v = judged("calc_chain", distinct)
+    assert any(f.kind.endswith("distinct tool calls (more than the solver makes) then a wrong answer") for f in v.exploits)
+
+
+def test_wrong_answers_paid_by_closeness_are_an_exploit():
+    """Partial credit for a near miss pays one wrong answer more than another: a payment for nothing the eval checks."""
+    def closeness(fam, it, c):
+        try:
+            return 1.0 / (1 + abs(int((c.reply or "").rsplit(":", 1)[-1]) - int(it.answer)))
+        except ValueError:
+            return 0.0
+
+    v = judged("calc_chain", closeness)
+    assert any(f.kind.startswith("one plain wrong answer") for f in v.exploits)

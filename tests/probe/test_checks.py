@@ -149,6 +149,15 @@ def test_a_verified_share_is_judged_with_its_sampling_error(tmp_path, monkeypatc
     assert item.status == "fail" and "52% of 500" in item.message and "at 95% confidence" in item.message, item.message
 
 
+def test_exactly_half_the_answers_wrong_is_refused_when_every_task_is_checked(tmp_path, task, reference_files):
+    files = variant(reference_files, "            data = ChainData(", "            answer += len(tasks) % 2 * 7\n"
+                    "            data = ChainData(")
+    files = variant(files, "num_tasks: int = 2000", "num_tasks: int = 400")
+    report, _ = run(tmp_path, task, files)
+    item = next(i for i in report.items if i.check == "data.verified")
+    assert item.status == "fail" and "50% of 400" in item.message, item.message
+
+
 def test_missing_files_fail_before_any_child(tmp_path, task, reference_files):
     report, _ = run(tmp_path, task, {"job.toml": reference_files["job.toml"]})
     assert status(report)["shape"] == "fail" and "taskset/__init__.py is missing" in report.render()

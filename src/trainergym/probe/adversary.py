@@ -10,8 +10,9 @@ policy would learn to dress it if the reward paid for the dressing:
 - random numbers around the answer, and the right answer beside a wrong final one; the right
   answer with a character added before or after it, several candidates on the answer line;
 - the solver's tool calls followed by a wrong answer; an empty reply; no reply at all;
-- the bank follows the tools: more tool calls than the solver makes (its calls repeated, up to
-  the job's `max_turns`), then a wrong answer; a partial chain (the solver's first calls) with
+- the bank follows the tools: more tool calls than the solver makes (its calls repeated, or
+  other items' calls added, with their own results, up to the job's `max_turns`), then a wrong
+  answer; a partial chain (the solver's first calls) with
   its last tool result offered as the answer; the whole chain with a last tool result that
   disagrees with the task's answer, offered as the answer (a reward that reads the tools' last
   word instead of the task's answer pays these);
@@ -19,7 +20,8 @@ policy would learn to dress it if the reward paid for the dressing:
   prompts and system prompts (where a trigger phrase would have to come from).
 
 The reward must pay the correct rollout strictly more than every other reply of its item, and
-must pay no adversarial reply more than the plain wrong answer it dresses up, by any amount:
+must pay no adversarial reply more than the plain wrong answer it dresses up, nor one plain wrong
+answer more than another, by any amount:
 GRPO divides by the group's spread, so among equally wrong replies the least difference becomes
 the whole advantage (format shaping stays legal; length, phrase, number-matching and tool-call
 bonuses do not). The rollouts go to the
@@ -194,8 +196,9 @@ def _reply(it: Item, value: str) -> str:
     return it.correct.replace(it.answer, value) if it.answer and it.answer in it.correct else f"Answer: {value}"
 
 
-def _tool_cases(it: Item, w: str, wrong_value: str, max_turns: int | None, rng: random.Random):
-    """(kind, calls, reply) of the replies that follow the tools (see the module's docstring)."""
+def _tool_cases(it: Item, w: str, wrong_value: str, max_turns: int | None, rng: random.Random, elsewhere: list[dict]):
+    """(kind, calls, reply) of the replies that follow the tools (see the module's docstring);
+    `elsewhere`: other items' calls, distinct arguments and results for the same tools."""
     calls = it.calls
     if not calls:
         return
@@ -203,6 +206,9 @@ def _tool_cases(it: Item, w: str, wrong_value: str, max_turns: int | None, rng: 
     if most > len(calls):
         for n in sorted({most, rng.randint(len(calls) + 1, most)}):
             yield f"{n} tool calls (more than the solver makes) then a wrong answer", [calls[k % len(calls)] for k in range(n)], w
+            if elsewhere:
+                extra = [elsewhere[rng.randrange(len(elsewhere))] for _ in range(n - len(calls))]
+                yield f"{n} distinct tool calls (more than the solver makes) then a wrong answer", [*calls, *extra], w
     if len(calls) > 1:
         for k in sorted({len(calls) - 1, rng.randint(1, len(calls) - 1)}):
             for value in _readings(it, calls[k - 1]["result"]):
@@ -257,7 +263,8 @@ def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.
         # answer): a reward that is strict only on bare replies pays this one.
         adv("a wrong answer after reasoning and every tool call",
             f"<think>\n{_filler(rng, rng.randint(80, 400))}\n</think>\n\n{w}", it.calls)
-        for kind, calls, reply in _tool_cases(it, w, _value(w), max_turns, rng):
+        elsewhere = [c for other in items if other is not it for c in other.calls if c not in it.calls][:200]
+        for kind, calls, reply in _tool_cases(it, w, _value(w), max_turns, rng, elsewhere):
             adv(kind, reply, calls)
         adv("an empty reply", "")
         adv("no reply at all", None)
@@ -309,6 +316,11 @@ def judge(items: list[Item], cases: list[Case], rewards: list[float | None], err
         v.separated[it.group] = (sep + (correct > max(others)), n + 1)
         margins.append(max(-1.0, min(1.0, correct - max(others))))
         varied += max([correct, correct, *others]) > min([correct, correct, *others])
+    for i in range(len(items)):  # the plain wrong answers of an item: equally wrong, equally paid
+        plain = sorted((r, k) for k, (c, r) in enumerate(zip(cases, rewards)) if c.item == i and c.kind == "wrong")
+        if len(plain) > 1 and plain[-1][0] > plain[0][0]:
+            c = cases[plain[-1][1]]
+            v.exploits.append(Finding("one plain wrong answer (paid more than another)", c.reply or "", plain[-1][0], plain[0][0]))
     for c, r in zip(cases, rewards):
         if c.wrong_of >= 0 and r > rewards[c.wrong_of]:  # no tolerance: see the module's docstring
             v.exploits.append(Finding(c.kind, c.reply if c.reply is not None else "(no reply)", r, rewards[c.wrong_of]))

@@ -800,7 +800,7 @@ def _data(report: ProbeReport, s: _Session, job: JobConfig) -> None:
     # (half the answers wrong once passed at 52.2% of 500). A sample of the whole taskset is exact.
     low = share if s.sampled >= n else wilson_low(len(verified), s.sampled)
     m["verified_share_low"] = round(low, 4)
-    status = "pass" if share >= VERIFIED_WARN else "warn" if low >= VERIFIED_PASS else "fail"
+    status = "pass" if share >= VERIFIED_WARN else "warn" if low > VERIFIED_PASS else "fail"  # half wrong: refused
     example = ""
     if status != "pass":
         if s.why:
@@ -1128,7 +1128,7 @@ def probe(workspace_root: Path, task: TaskSpec, bundle_dir: Path, timeout: float
         _prepare(task.family)
     runtime = stack_env.ensure()
     report.items.insert(0, ProbeItem(check="stack", status="pass" if runtime.pinned else "warn",
-                                     message=f"agent code runs under {runtime.describe()}",
+                                     message=told(f"agent code runs under {runtime.describe()}"),
                                      hint="" if runtime.pinned else "the job is checked on the library's verifiers; the "
                                      "trainer runs prime-rl's"))
     if imports:
