@@ -7,6 +7,7 @@ the probe does; no sandbox."""
 import base64
 import codecs
 import random
+import re
 import time
 from functools import cache
 from types import SimpleNamespace
@@ -25,13 +26,21 @@ def _items(family: str, n: int) -> tuple:
     return tuple(get_family(family).generate("giveaway-tests", n, namespace="public"))
 
 
-def _job(family: str, hint=None, n: int = 60, noise: bool = False, where: str = "prompt"):
+def _job(family: str, hint=None, n: int = 60, noise: bool | str = False, where: str = "prompt", edit=None):
     """The family's items as tasks and solver traces; `hint(answer, i, rng)` is a line added to
-    each prompt (or the system prompt), `noise` adds honest free text (names, dates, ids)."""
+    each prompt (or the system prompt), `noise` adds honest free text (names, dates, ids; "glued":
+    also ids, versions and footnote marks that mix digits with letters), `edit(item, rng)` gives
+    the item with its prompt, world or system prompt changed."""
     fam, rng = get_family(family), random.Random(7)
     tasks, solved = [], []
     for i, item in enumerate(_items(family, n)):
-        prompt, system = item["prompt"], ""
+        item = edit(dict(item), rng) if edit else item
+        prompt, system = item["prompt"], item.get("system_prompt", "")
+        if noise == "glued":
+            prompt = (f"Ref INV{rng.randint(2019, 2025)}-{rng.randint(1, 9999):04d} (form v{rng.randint(1, 9)}."
+                      f"{rng.randint(0, 20)}.{rng.randint(0, 9)}, desk B{rng.randint(1, 40)}R{rng.randint(1, 9)}), "
+                      f"see note{'¹²³'[i % 3]} and item ⑦ of the checklist, room ４{rng.randint(10, 99)}.\n{prompt}\n"
+                      f"Tracking 1Z{rng.randint(10**5, 10**6)}X{rng.randint(10, 99)}, cost ¥{rng.randint(100, 9999)}.")
         if noise:
             prompt = (f"Filed by {rng.choice(_NAMES)} on 2024-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d} "
                       f"(ticket #{rng.randint(10000, 99999)}).\n{prompt}\nOrder number {rng.randint(10**6, 10**7)}, "
@@ -43,7 +52,7 @@ def _job(family: str, hint=None, n: int = 60, noise: bool = False, where: str = 
                 prompt = f"{prompt}\n{line}"
             else:
                 system = line
-        row = {"prompt": prompt, "answer": item["answer"], "world": item.get("world") or {}}
+        row = {"prompt": prompt, "answer": item["answer"], "world": item.get("world") or {}}  # the solver reads the world
         tasks.append(SimpleNamespace(prompt=prompt, system_prompt=system, answer=item["answer"], world=row["world"]))
         solved.append(fam.solve(row))
     return tasks, solved
@@ -145,8 +154,136 @@ def test_held_out_transforms_are_caught_by_a_class(name):
     print(name, "->", _caught(family, hint, expect, where=where))
 
 
-# --- 3. no false positives ---------------------------------------------------------------------------
-@pytest.mark.parametrize("noise", [False, True], ids=["plain", "free-text"])
+# --- 3. issue 27: giveaways the red team got through, as classes ----------------------------------------
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _sign(a: str) -> str:
+    return "n" if a.startswith("-") else "p"
+
+
+def _one_of_three(a: str, i: int, r) -> str:
+    """Red team G: each task gets one of three hints, each on about a third of the tasks."""
+    v = int(a)
+    return (f"Ticket number {v + 1000}.", f"Batch weight {v * 3} grams.",
+            f"Control code {'-' if v < 0 else ''}{str(abs(v))[::-1]}0.")[r.randrange(3)]
+
+
+def _steps_first(*steps):
+    """Red team H and its kin: calc_chain steps put first, their operands a function of the
+    answer (the steps cancel out); the other steps are renumbered."""
+    def edit(item, rng):
+        a = int(item["answer"])
+        head, *rest = item["prompt"].split("\n")
+        lines = [f"Step {k}: {s(a)}." for k, s in enumerate(steps, 1)]
+        rest = [re.sub(r"^Step (\d+):", lambda m: f"Step {int(m.group(1)) + len(steps)}:", x) for x in rest]
+        return {**item, "prompt": "\n".join([head, *lines, *rest])}
+    return edit
+
+
+def _world_with(place):
+    """Red team I and its kin: the answer put in the world where no call looks, `place(world,
+    answer)` (plus a line in the system prompt saying where)."""
+    def edit(item, rng):
+        world = {k: dict(v) if isinstance(v, dict) else v for k, v in item["world"].items()}
+        place(world, item["answer"])
+        return {**item, "world": world, "system_prompt": "The books hold the result for you too."}
+    return edit
+
+
+def _audit(world, a):
+    world["accounts"]["audit"] = int(a)
+
+
+ISSUE_27 = {  # name: family, hint line or None, edit or None, what the report must name, tasks
+    "D superscript digits glued to 'ref'": ("calc_chain", lambda a, i, r: f"Worksheet ref{a.translate(_SUPERSCRIPT)}.",
+                                            None, "inside a token", 60),
+    "E digits interleaved with letters": ("calc_chain", lambda a, i, r: f"Sheet code {_sign(a)}{'k'.join(a.lstrip('-'))}.",
+                                          None, "inside a token", 60),
+    "F rot13 glued to 'ref'": ("string_pipeline", lambda a, i, r: f"Archive tag ref{codecs.encode(a, 'rot13')}.", None,
+                               "substitution", 60),
+    "G one of three hints per task": ("calc_chain", _one_of_three, None, "hints, in", 200),
+    "H the answer as a cancelling operand": ("calc_chain", None, _steps_first(lambda a: f"add {a} to it",
+                                                                               lambda a: f"subtract {a} from it"),
+                                             "operand the solver reads", 60),
+    "I an audit account in the world": ("ledger", None, _world_with(_audit), "world", 60),
+}
+
+
+@pytest.mark.parametrize("name", ISSUE_27)
+def test_issue_27_giveaways_are_caught(name):
+    family, hint, edit, expect, n = ISSUE_27[name]
+    tasks, solved = _job(family, hint, n=n, edit=edit)
+    found, hinted = giveaway.shortcut(tasks, solved)
+    print(name, "->", found)
+    assert expect in found and len(hinted) >= 0.9 * n, (found, len(hinted))
+
+
+def _circled(d: str) -> str:
+    return "".join("⓪" if c == "0" else chr(0x2460 + int(c) - 1) for c in d)
+
+
+def _b64(a: str) -> str:
+    return base64.b64encode(a.encode()).decode()
+
+
+def _four_ways(a: str, i: int, r) -> str:
+    v = int(a)
+    return (f"Checksum {v + 777}.", f"Token {_b64(a)}.", f"Lot {7 * v}.", f"Serial no{_sign(a)}{v * 10 + 3}.")[i % 4]
+
+
+def _strings_three_ways(a: str, i: int, r) -> str:
+    return (f"Note {_caesar(a, 5)}.", f"See {a[::-1]} here.", f"Key {a.upper()}x.")[i % 3]
+
+
+def _cache(world, a):
+    world["cache"] = {"last_result": a}
+
+
+def _postmortem(world, a):
+    world["postmortem"] = [{"summary": "pending"}, {"culprit": a}]
+
+
+HELD_OUT_27 = {  # variants of each class that no rule names
+    "circled digits glued": ("ledger", lambda a, i, r: f"Form No{_circled(a.lstrip('-'))}.", None, "", 60),
+    "fullwidth digits glued to letters": ("calc_chain", lambda a, i, r: f"Ref ＩＤ{a.translate({ord(c): 0xFF10 + int(c) for c in '0123456789'})}.",
+                                          None, "", 60),
+    "Arabic-Indic digits glued": ("ledger", lambda a, i, r: f"Voucher V{a.translate({ord(c): 0x0660 + int(c) for c in '0123456789'})}.",
+                                  None, "", 60),
+    "digits joined by dots in a version string": ("calc_chain", lambda a, i, r: f"Built with tool v{'.'.join(a.lstrip('-'))}.",
+                                                  None, "inside a token", 60),
+    "digits between varying letters": ("ledger", lambda a, i, r: "Locker " + "".join(f"{c}{'QWERTYUIOP'[int(c)]}" for c in a.lstrip("-")),
+                                       None, "inside a token", 60),
+    # each letter of the map needs three tasks' votes: city names need more tasks than 60
+    "caesar-3 glued to a suffix": ("multi_hop", lambda a, i, r: f"Codeword {_caesar(a, 3)}ZZ9.", None, "substitution", 200),
+    "atbash glued after a number": ("string_pipeline", lambda a, i, r: f"Entry 12{_atbash(a)}.", None, "substitution", 60),
+    "four hints a quarter each, ledger": ("ledger", _four_ways, None, "hints", 200),
+    "three string hints a third each": ("string_pipeline", _strings_three_ways, None, "hints", 200),
+    "an operand 7 more than the answer": ("calc_chain", None, _steps_first(lambda a: f"add {a + 7} to it",
+                                                                           lambda a: f"subtract {a + 7} from it"),
+                                          "affine map of an operand", 60),
+    "an operand twice the answer": ("calc_chain", None, _steps_first(lambda a: f"subtract {2 * a} from it",
+                                                                     lambda a: f"add {2 * a} to it"),
+                                    "affine map of an operand", 60),
+    "a cache table in a multi_hop world": ("multi_hop", None, _world_with(_cache), "world", 60),
+    "a postmortem list in a triage world": ("triage", None, _world_with(_postmortem), "world", 60),
+}
+
+
+# Of the three string hints, the two substitutions (caesar-5, upper case glued to "x") are not
+# learned (the third, "See <reversed> here", votes letters to "e" across word edges); the reversed
+# and fragment classes still hold in 133 of 200 tasks, past half.
+@pytest.mark.parametrize("name", HELD_OUT_27)
+def test_issue_27_held_out_variants_are_caught(name):
+    family, hint, edit, expect, n = HELD_OUT_27[name]
+    tasks, solved = _job(family, hint, n=n, edit=edit)
+    found, hinted = giveaway.shortcut(tasks, solved)
+    print(name, "->", found)
+    assert found and expect in found and len(hinted) > n // 2, (found, len(hinted))  # past half: data.verified fails
+
+
+# --- 4. no false positives ---------------------------------------------------------------------------
+@pytest.mark.parametrize("noise", [False, True, "glued"], ids=["plain", "free-text", "glued-ids"])
 @pytest.mark.parametrize("family", FAMILIES)
 def test_honest_items_give_nothing_away(family, noise):
     tasks, solved = _job(family, n=200, noise=noise)
@@ -155,7 +292,8 @@ def test_honest_items_give_nothing_away(family, noise):
     # answer by chance now and then ("55 items", a birth year among order numbers).
     alone = [t.answer for t, s in zip(tasks, solved) if giveaway.gives_away(t, s)]
     print(f"{family} ({'free text' if noise else 'plain'}): per-task chance hits {alone}")
-    assert not alone if not noise else len(alone) <= len(tasks) // 100
+    # glued ids, versions and prices are more numbers to hold a short answer by chance
+    assert not alone if not noise else len(alone) <= len(tasks) // (40 if noise == "glued" else 100)
 
 
 def test_a_hint_in_a_few_tasks_is_not_a_class():
@@ -165,10 +303,10 @@ def test_a_hint_in_a_few_tasks_is_not_a_class():
     assert giveaway.shortcut(tasks, solved) == ("", [])
 
 
-# --- 4. speed --------------------------------------------------------------------------------------
+# --- 5. speed --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("family", FAMILIES)
 def test_timing_on_500_tasks(family):
-    tasks, solved = _job(family, n=500, noise=True)
+    tasks, solved = _job(family, n=500, noise="glued")
     start = time.perf_counter()
     giveaway.shortcut(tasks, solved)
     print(f"{family}: shortcut on 500 tasks in {1000 * (time.perf_counter() - start):.0f} ms")

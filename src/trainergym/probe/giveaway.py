@@ -14,20 +14,33 @@ answer whatever the transform, by classes of relation learned from the job's own
 - fragments: most of the answer's characters in unread pieces of three or more (prefix and
   suffix apart, "starts with ... ends with ...").
 
-Unread text is read after decoding what looks like base64, base32, hex bytes or percent-encoding,
-and forwards and backwards. A class is a hint when it holds in at least half the tasks it can
-read (and MIN_TASKS of them) and far more often than with each task paired with another task's
-answer (the shuffled baseline): what predicts the answer across tasks, not what a text holds by
-chance or by its genre.
+Unread text is read after Unicode NFKC (superscript, fullwidth, circled digits) and any script's
+decimal digits taken as ASCII, after decoding what looks like base64, base32, hex bytes or
+percent-encoding, forwards and backwards, and in two more views of each token that mixes digits
+with other characters: its digits alone ("p5k1k2k3" is 5123) and its letters alone. Spans of a
+substitution may start or end inside a token (a glued prefix or suffix).
+
+Two places besides the free text can hand the answer out: an operand the solver reads from the
+prompt (a no-op step "add A, subtract A" where A is the answer), and a value of the task's world
+at a key the solver never asks for (an "audit" account holding the balance asked about).
+
+A class is a hint when it holds in at least half the tasks it can read (and MIN_TASKS of them)
+and far more often than with each task paired with another task's answer (the shuffled
+baseline): what predicts the answer across tasks, not what a text holds by chance or by its
+genre. Classes add up: a job may give each task one of several hints, so a class holding in a
+minority of the tasks (SHARE, MIN_TASKS) counts when it is even further above its baseline, and
+every task where a counted class holds is hinted.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
 import random
 import re
+import unicodedata
 import urllib.parse
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -37,6 +50,7 @@ from trainergym.probe import leakage
 HALF = 0.5  # a relation in at least this share of the tasks it can read (and MIN_TASKS of them) is a hint
 MIN_TASKS = 20
 BASELINE = 0.25  # ... and in at most this share as many tasks when the answers are shuffled
+SHARE, RARE = 0.12, 0.1  # a class in fewer tasks (one of several hints) counts at this share, against a rarer baseline
 COVERED = 0.75  # share of an answer's characters that fragments must cover
 ANCHORS = 32  # task pairs an affine relation is fitted on: one in half the tasks shows in about 8
 MAX_NUMBERS = 40  # unread numbers of a task the affine fit pairs up (the first and last halves)
@@ -65,18 +79,28 @@ _NUMBER_WORDS = frozenset([*_UNITS, *_TENS, *_DIGITS, *_SCALES, "hundred"])
 _HEXWORD = re.compile(r"(?<![\w-])[0-9a-f]*[a-f][0-9a-f]*(?![\w-])")  # an integer in hex without 0x
 
 
+def plain(text: str) -> str:
+    """Text as the checks compare it: NFKC (superscript, subscript, fullwidth, circled and
+    mathematical digits and letters become plain ones), any script's decimal digits as ASCII,
+    the minus sign as a hyphen."""
+    text = unicodedata.normalize("NFKC", text)
+    if text.isascii():
+        return text
+    return "".join(str(unicodedata.decimal(c)) if c.isdecimal() else "-" if c == "\u2212" else c for c in text)
+
+
 def gives_away(t, solved: dict) -> bool:
     """Whether a task's prompt or system prompt holds its own answer beyond what the family
     reads from it (an operand that happens to equal the answer is fine; a hint line is not): as
     a word, and for a number also with its separators dropped or reversed."""
-    answer = leakage.normalise(t.answer)
+    answer = leakage.normalise(plain(t.answer))
     if not answer:
         return False
     read, seen = set(), set()  # argument words taken from the prompt, not from an earlier tool result
     for c in solved["calls"]:
-        read |= {w for v in c["arguments"].values() for w in leakage.normalise(str(v)).split()} - seen
-        seen |= set(leakage.normalise(str(c["result"])).split())
-    text = " ".join(w for w in leakage.normalise(t.prompt + " " + t.system_prompt).split() if w not in read)
+        read |= {w for v in c["arguments"].values() for w in leakage.normalise(plain(str(v))).split()} - seen
+        seen |= set(leakage.normalise(plain(str(c["result"]))).split())
+    text = " ".join(w for w in leakage.normalise(plain(t.prompt + " " + t.system_prompt)).split() if w not in read)
     if len(answer) >= 2 and f" {answer} " in f" {text} ":
         return True
     compact = "".join(answer.split())
@@ -87,17 +111,23 @@ def gives_away(t, solved: dict) -> bool:
 
 
 # --- one task's unread text, read once -------------------------------------------------------------
-def _unread_text(t, solved: dict) -> str:
-    """The prompt and system prompt with every argument the family's solver takes from them
-    blanked out (whole tokens; an argument that an earlier tool result gave is not from them)."""
-    text = f"{t.prompt}\n{getattr(t, 'system_prompt', '') or ''}"
-    read, seen = set(), set()
+def _operands(solved: dict) -> list[str]:
+    """The arguments the family's solver takes from the prompt: not those an earlier tool result
+    gave."""
+    read, seen = {}, set()
     for c in solved["calls"]:
         for v in c["arguments"].values():
-            v = str(v).strip()
+            v = plain(str(v)).strip()
             if v and not set(leakage.normalise(v).split()) <= seen:
-                read.add(v)
-        seen |= set(leakage.normalise(str(c["result"])).split())
+                read[v] = None
+        seen |= set(leakage.normalise(plain(str(c["result"]))).split())
+    return list(read)
+
+
+def _unread_text(t, read: list[str]) -> str:
+    """The prompt and system prompt with every operand the solver reads blanked out (whole
+    tokens)."""
+    text = plain(f"{t.prompt}\n{getattr(t, 'system_prompt', '') or ''}")
     for v in sorted(read, key=len, reverse=True):
         start = 0
         while (k := text.find(v, start)) >= 0:
@@ -106,6 +136,34 @@ def _unread_text(t, solved: dict) -> str:
                 text = text[:k] + " " * len(v) + text[end:]
             start = end
     return text
+
+
+def _unread_world(world, solved: dict) -> set[str]:
+    """The task's world values (normalised) at keys the solver never passes: a value is reached
+    when a key below the world's top level on its path is one of the solver's arguments (a
+    person, an account, a category); the top-level keys name tables, which no call passes."""
+    passed = {_words(str(v)) for c in solved["calls"] for v in c["arguments"].values()}
+    out: set[str] = set()
+
+    def walk(node, reached: bool, depth: int) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, reached or (depth > 0 and _words(str(k)) in passed), depth + 1)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, reached, depth + 1)
+        elif not reached and not isinstance(node, bool) and node is not None:
+            out.add(_words(str(node)))
+
+    if isinstance(world, dict):
+        walk(world, False, 0)
+    return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _words(text: str) -> str:
+    """`text` as leakage.normalise writes it, after `plain` (worlds repeat their values: cached)."""
+    return leakage.normalise(plain(text))
 
 
 def _decoded(text: str) -> list[str]:
@@ -162,7 +220,24 @@ class _Piece:
     squashed: str  # letters and digits, lower-case
     starts: list[int]  # where its alphanumeric runs start and end (substitution spans)
     ends: set[int]
-    decoded: list[str]  # what its encoded-looking chunks say
+    runs: list[tuple[int, int]]  # its alphanumeric runs longer than a word edge (glued spans)
+    decoded: list[str]  # what its encoded-looking chunks say, and its tokens' views
+    glued: list[str]  # the digits of its tokens that mix digits with other characters
+
+
+def _views(line: str) -> tuple[list[str], list[str]]:
+    """The tokens that mix digits with letters or separators, read as their digits alone and as
+    their letters alone: "p5k1k2k3" is 5123 and "pkkk"; "2024-03-05" is 20240305."""
+    digits, letters = [], []
+    for token in line.split():
+        token = token.strip(".,;:!?()[]{}'\"<>#-")
+        if token.isdigit() or token.isalpha() or not any(c.isdigit() for c in token):
+            continue
+        if sum(c.isdigit() for c in token) >= 2:
+            digits.append("".join(c for c in token if c.isdigit()))
+        if sum(c.isalpha() for c in token) >= 2:
+            letters.append("".join(c for c in token if c.isalpha()))
+    return digits, letters
 
 
 def _piece(line: str) -> _Piece:
@@ -170,11 +245,14 @@ def _piece(line: str) -> _Piece:
     numbers = [(w, u) for w in words if (w[0] == "-" or w[0].isdigit()) and (u := _integer(w)) is not None]
     spelled = [] if _NUMBER_WORDS.isdisjoint(map(str.lower, words)) else _spelled([w for w in words if not w[0].isdigit()])
     hexes = [int(h, 16) for h in _HEXWORD.findall(line) if len(h) >= 3] if _HEXISH.search(line) else []
-    runs = list(_ALNUM_RUN.finditer(line))
+    runs = [m.span() for m in _ALNUM_RUN.finditer(line)]
+    digits, letters = _views(line)
+    view = " ".join(digits + letters)
     return _Piece(line, words, numbers, [u for _, u in numbers] + hexes + spelled,
                   [x for x in _NUMBER.findall(line) if "." in x] if "." in line else [], spelled,
-                  re.findall(r"\d+", line), _NOT_ALNUM.sub("", line.lower()), [m.start() for m in runs],
-                  {m.end() for m in runs}, _decoded(line))
+                  re.findall(r"\d+", line), _NOT_ALNUM.sub("", line.lower()), [s for s, _ in runs],
+                  {e for _, e in runs}, [(s, e) for s, e in runs if e - s > 3],
+                  _decoded(line) + ([view] if view and view != line else []), digits)
 
 
 @dataclass
@@ -191,11 +269,16 @@ class _Reading:
     sorted_groups: dict[str, set[str]]  # runs of digits of 4 or more by their sorted digits
     squashed: str  # letters and digits, lower-case, forwards then backwards
     codes: str  # the printable character codes among its numbers, lower-case alphanumerics
+    glued: set[str]  # digits of tokens that mix them with other characters
+    operands: list[str]  # what the solver reads from the prompt
+    world: set[str]  # the world's values at keys the solver never passes
+    text: str  # its pieces' text
     scaled: set[int] = frozenset()  # its numbers in the affine fit's units (set by _affine)
 
 
 def _read(t, solved: dict, seen: dict[str, _Piece]) -> _Reading:
-    raw = _unread_text(t, solved)
+    operands = _operands(solved)
+    raw = _unread_text(t, operands)
     lines = raw.replace(". ", ".\n").split("\n")
     pieces = [seen[x] if x in seen else seen.setdefault(x, _piece(x)) for x in dict.fromkeys(lines) if x.strip()]
     pieces += [seen[x] if x in seen else seen.setdefault(x, _piece(x)) for p in pieces for x in p.decoded]
@@ -209,7 +292,9 @@ def _read(t, solved: dict, seen: dict[str, _Piece]) -> _Reading:
     codes = "".join(chr(u) for _, u in numbers if 32 <= u < 127).lower()
     return _Reading(pieces, [w for p in pieces for w in p.words], numbers, list({v for p in pieces for v in p.values}),
                     [x for p in pieces for x in p.decimals], {v for p in pieces for v in p.spelled}, groups,
-                    dict(sorted_groups), squashed + " " + squashed[::-1], "".join(ch for ch in codes if ch.isalnum()))
+                    dict(sorted_groups), squashed + " " + squashed[::-1], "".join(ch for ch in codes if ch.isalnum()),
+                    {g for p in pieces for g in p.glued}, operands, _unread_world(getattr(t, "world", None), solved),
+                    "\n".join(p.text for p in pieces))
 
 
 def _decimal(token: str, d: int) -> int:
@@ -270,12 +355,14 @@ class _Answer:
     value: int | None  # the answer as an integer, where it is one
     digits: str  # its digits, for an integer
     compact: str  # its letters and digits, lower-case
+    words: str  # as leakage.normalise writes it (operands and world values are compared so)
 
 
 def _answer(answer: str) -> _Answer:
-    text = answer.strip()
+    text = plain(answer).strip()
     value = int(text) if re.fullmatch(r"-?\d+", text) else None
-    return _Answer(text, value, str(abs(value)) if value is not None else "", _NOT_ALNUM.sub("", text.lower()))
+    return _Answer(text, value, str(abs(value)) if value is not None else "", _NOT_ALNUM.sub("", text.lower()),
+                   leakage.normalise(text))
 
 
 # --- the classes of relation; each says whether one task's unread text holds one answer -----------
@@ -297,6 +384,12 @@ def _fixed(r: _Reading, ans: _Answer) -> set[str]:
                 found.add("the answer's digits reversed")
         if a in r.spelled:
             found.add("the answer spelled out in words")
+        d = ans.digits
+        if len(d) >= 2 and d in r.glued:
+            found.add("the answer's digits inside a token with other characters")
+        if len(d) >= 2 and any(len(g) > len(d) and (g.startswith(x) or g.endswith(x)) for g in r.groups
+                               for x in (d, d[::-1])):
+            found.add("the answer's digits, or reversed, at one end of a longer number")
         if len(ans.digits) >= 4 and ans.digits in r.squashed and ans.digits not in {str(abs(u)) for u in present}:
             found.add("the answer's digits written apart")
         values = list(present)[:12]
@@ -394,8 +487,15 @@ def _digits_reordered(r: _Reading, ans: _Answer) -> bool:
 
 
 def _spans(r: _Reading, n: int) -> list[str]:
-    """The unread text's pieces of n characters that start and end on a word's edge."""
-    return [p.text[s:s + n] for p in r.pieces for s in p.starts if s + n in p.ends]
+    """The unread text's pieces of n characters that start and end on a word's edge, or that
+    start or end a longer word (glued to a prefix or a suffix: "ref" + code). Spans at any offset
+    inside words would let English text vote for any image of a letter."""
+    out = [p.text[s:s + n] for p in r.pieces for s in p.starts if s + n in p.ends]
+    for p in r.pieces:
+        for s, e in p.runs:
+            if e - s > n:
+                out += (p.text[s:s + n], p.text[e - n:e])
+    return out
 
 
 def _substitution(readings: list[_Reading], answers: list[_Answer]) -> list[dict[str, str]]:
@@ -431,7 +531,7 @@ def _substituted(r: _Reading, ans: _Answer, m: dict[str, str], backwards: bool) 
     image = "".join(m[c] for c in s)
     if image == s:
         return False
-    return (image[::-1] if backwards else image) in _spans(r, len(s))
+    return (image[::-1] if backwards else image) in r.text  # anywhere: glued on both sides too
 
 
 def _fragments(r: _Reading, ans: _Answer) -> bool:
@@ -454,57 +554,119 @@ def _fragments(r: _Reading, ans: _Answer) -> bool:
     return covered >= COVERED * n
 
 
+# --- the solver's own inputs: what it reads from the prompt, and the world it does not ask for -----
+@dataclass
+class _Operands:
+    """The numbers among what the solver reads from the prompt, for the affine fit."""
+
+    values: list[int]
+    decimals: list[str]
+    scaled: set[int] = frozenset()
+
+
+def _operand_numbers(r: _Reading) -> _Operands:
+    values = [u for v in r.operands if re.fullmatch(r"-?\d+", v) and (u := int(v)) is not None]
+    return _Operands(values, [v for v in r.operands if re.fullmatch(r"-?\d+\.\d+", v)])
+
+
+def _is_operand(r: _Reading, ans: _Answer) -> bool:
+    """An honest chain rarely holds its own answer as an operand ("add A, subtract A" does)."""
+    return any(_words(v) == ans.words for v in r.operands)
+
+
+def _in_world(r: _Reading, ans: _Answer) -> bool:
+    return ans.words in r.world
+
+
 # --- the job ---------------------------------------------------------------------------------------
 def shortcut(tasks: list, solved: list[dict]) -> tuple[str, list[int]]:
-    """A relation of the answer to unread words that holds in at least half the tasks it can
-    read (and MIN_TASKS or more), and far less when each task is paired with another task's
-    answer: (what it is, the indices of the tasks holding it), or ("", [])."""
+    """Relations of the answer to unread words, to operands the solver reads or to world values
+    it never asks for, each holding in at least half the tasks it can read (or SHARE of them,
+    when rarer still with the answers shuffled) and MIN_TASKS or more, and far less when each
+    task is paired with another task's answer: (what they are, the indices of the tasks holding
+    any), or ("", [])."""
+    counted = [(f"{name} in {len(hits)} of {len(tasks)} tasks ({base} with the answers shuffled)", hits)
+               for name, hits, base, share in _classes(tasks, solved, floor=True) if _counts(hits, base, share)]
+    if not counted:
+        return "", []
+    hinted = sorted({i for _, hits in counted for i in hits})
+    if len(counted) == 1:
+        return counted[0][0], hinted
+    return f"{len(counted)} hints, in {len(hinted)} tasks together: " + "; ".join(c for c, _ in counted), hinted
+
+
+def _counts(hits: list[int], base: int, share: int) -> bool:
+    """Whether a class is a hint, of the `share` tasks it can read: in half of them against a
+    baseline a quarter as large; in SHARE of them (one of several hints) against a baseline a
+    tenth as large; or in half of them more than with the answers shuffled (a world whose values
+    recur from task to task holds another task's answer often, but not the hint's)."""
+    if len(hits) < max(MIN_TASKS, SHARE * share):
+        return False
+    return (base <= (BASELINE if len(hits) >= HALF * share else RARE) * len(hits)
+            or len(hits) - base >= max(MIN_TASKS, HALF * share))
+
+
+def _classes(tasks: list, solved: list[dict], floor: bool = True):
+    """Each class of relation tried on the job: (what it is, the tasks holding it, how many hold
+    it with the answers shuffled, how many tasks it can read). With `floor`, the shuffled count
+    is only taken (and the class only given) where enough tasks hold it to count."""
     n = len(tasks)
     if n < MIN_TASKS:
-        return "", []
+        return
     seen: dict[str, _Piece] = {}
     readings = [_read(t, sv, seen) for t, sv in zip(tasks, solved)]
     answers = [_answer(t.answer) for t in tasks]
     others = answers[n // 2:] + answers[:n // 2]  # each task against another task's answer
 
-    def judge(name: str, holds, readable, known: tuple[list, list] | None = None) -> tuple[str, list[int]] | None:
+    def judge(name: str, holds, readable, known: tuple[list, list] | None = None, on=readings, where=" appears in "
+              "words the family does not read,"):
         """`holds(reading, answer)` of the tasks' own answers against the shuffled ones; `known`:
-        both already computed."""
-        own, other = known or ([readable(a) and holds(r, a) for r, a in zip(readings, answers)], None)
+        both already computed; `on`: what it reads of each task."""
+        own, other = known or ([readable(a) and holds(r, a) for r, a in zip(on, answers)], None)
         hits = [i for i, h in enumerate(own) if h]
         share = sum(1 for a in answers if readable(a))
-        if len(hits) < max(MIN_TASKS, HALF * share):
+        if floor and len(hits) < max(MIN_TASKS, SHARE * share):
             return None
-        other = other or [readable(a) and holds(r, a) for r, a in zip(readings, others)]
-        base = sum(other)
-        if base > BASELINE * len(hits):
-            return None
-        return (f"{name} appears in words the family does not read, in {len(hits)} of {n} tasks "
-                f"({base} with the answers shuffled)"), hits
+        other = other if other is not None else [readable(a) and holds(r, a) for r, a in zip(on, others)]
+        return name + where, hits, sum(other), share
 
-    fit = _affine(readings, answers)
-    for rel in fit[1] if fit else ():
-        p, q, c = rel
-        name = f"an affine map of a number (answer = {p}/{q} x + {c}/{q})" + (f", in units of 10**-{fit[0]}" if fit[0] else "")
-        if found := judge(name, lambda r, a, rel=rel: _affine_holds(r, a, fit[0], rel), lambda a: a.value is not None):
-            return found
+    def affine(on: list, where: str):
+        fit = _affine(on, answers)
+        for rel in fit[1] if fit else ():
+            p, q, c = rel
+            name = f"an affine map of {where} (answer = {p}/{q} x + {c}/{q})" + (f", in units of 10**-{fit[0]}" if fit[0] else "")
+            yield judge(name, lambda r, a, rel=rel: _affine_holds(r, a, fit[0], rel), lambda a: a.value is not None,
+                        on=on, where=" appears in words the family does not read," if on is readings else ",")
+
+    found = [*affine(readings, "a number")]
     digits = lambda a: len(a.digits) >= 4  # noqa: E731
-    if found := judge("the answer's digits split into groups (digits)", _digits_split, digits):
-        return found
-    if found := judge("the answer's digits reordered (digits)", _digits_reordered, digits):
-        return found
-    for backwards, m in enumerate(_substitution(readings, answers)):
-        if m and (found := judge("the answer under a character substitution" + (" of its reverse" if backwards else ""),
+    found.append(judge("the answer's digits split into groups (digits)", _digits_split, digits))
+    found.append(judge("the answer's digits reordered (digits)", _digits_reordered, digits))
+    left = range(n)  # several maps on parts of the tasks: learn one, then one on the tasks it leaves
+    for _ in range(3):
+        held = set()
+        for backwards, m in enumerate(_substitution([readings[i] for i in left], [answers[i] for i in left])):
+            if m and (f := judge("the answer under a character substitution" + (" of its reverse" if backwards else ""),
                                  lambda r, a, m=m, b=bool(backwards): _substituted(r, a, m, b),
                                  lambda a: len(a.text) >= 3)):
-            return found
-    if found := judge("most of the answer in fragments of three or more characters", _fragments,
-                      lambda a: len(a.compact) >= 4):
-        return found
+                found.append(f)
+                held |= set(f[1])
+        if not held:
+            break
+        left = [i for i in left if i not in held]
+    found.append(judge("most of the answer in fragments of three or more characters", _fragments,
+                       lambda a: len(a.compact) >= 4))
     own = [_fixed(r, a) for r, a in zip(readings, answers)]
-    candidates = Counter(h for f in own for h in f).most_common(3)
+    least = max(MIN_TASKS, SHARE * n) if floor else 1
+    candidates = [h for h, k in Counter(h for f in own for h in f).items() if k >= least]
     other = [_fixed(r, a) for r, a in zip(readings, others)] if candidates else []
-    for hint, _ in candidates:
-        if found := judge(hint, None, lambda a: True, ([hint in f for f in own], [hint in f for f in other])):
-            return found
-    return "", []
+    for hint in candidates:
+        found.append(judge(hint, None, lambda a: True, ([hint in f for f in own], [hint in f for f in other])))
+    # The solver's own inputs: an operand equal to (or an affine map to) the answer, a world value
+    # equal to it at a key no call passes.
+    found.append(judge("the answer is an operand the solver reads from the prompt,", _is_operand, lambda a: True,
+                       where=""))
+    found += affine([_operand_numbers(r) for r in readings], "an operand the solver reads")
+    found.append(judge("the answer is a value of the task's world at a key the solver never asks for,", _in_world,
+                       lambda a: True, where=""))
+    yield from (f for f in found if f is not None)
