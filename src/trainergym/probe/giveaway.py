@@ -76,6 +76,8 @@ _B32 = re.compile(r"[A-Z2-7]{8,}=*")
 _B64 = re.compile(r"[A-Za-z0-9+/_-]{4,}={0,2}")
 _HEXISH = re.compile(r"\b[0-9a-f]*[a-f][0-9a-f]*\d|\b\d[0-9a-f]*[a-f]")
 _NUMBER_WORDS = frozenset([*_UNITS, *_TENS, *_DIGITS, *_SCALES, "hundred"])
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_INT, _DEC = re.compile(r"-?\d+"), re.compile(r"-?\d+\.\d+")
 _HEXWORD = re.compile(r"(?<![\w-])[0-9a-f]*[a-f][0-9a-f]*(?![\w-])")  # an integer in hex without 0x
 
 
@@ -86,7 +88,8 @@ def plain(text: str) -> str:
     text = unicodedata.normalize("NFKC", text)
     if text.isascii():
         return text
-    return "".join(str(unicodedata.decimal(c)) if c.isdecimal() else "-" if c == "\u2212" else c for c in text)
+    return _NON_ASCII.sub(lambda m: str(unicodedata.decimal(c)) if (c := m.group()).isdecimal() else
+                          "-" if c == "\u2212" else c, text)
 
 
 def gives_away(t, solved: dict) -> bool:
@@ -240,19 +243,20 @@ def _views(line: str) -> tuple[list[str], list[str]]:
     return digits, letters
 
 
-def _piece(line: str) -> _Piece:
+def _piece(line: str, top: bool = True) -> _Piece:
+    """`top`: a line of the text, whose decodings and views are read too (not theirs in turn)."""
     words = _TOKEN.findall(line)
     numbers = [(w, u) for w in words if (w[0] == "-" or w[0].isdigit()) and (u := _integer(w)) is not None]
     spelled = [] if _NUMBER_WORDS.isdisjoint(map(str.lower, words)) else _spelled([w for w in words if not w[0].isdigit()])
     hexes = [int(h, 16) for h in _HEXWORD.findall(line) if len(h) >= 3] if _HEXISH.search(line) else []
     runs = [m.span() for m in _ALNUM_RUN.finditer(line)]
-    digits, letters = _views(line)
+    digits, letters = _views(line) if top else ([], [])
     view = " ".join(digits + letters)
     return _Piece(line, words, numbers, [u for _, u in numbers] + hexes + spelled,
                   [x for x in _NUMBER.findall(line) if "." in x] if "." in line else [], spelled,
                   re.findall(r"\d+", line), _NOT_ALNUM.sub("", line.lower()), [s for s, _ in runs],
                   {e for _, e in runs}, [(s, e) for s, e in runs if e - s > 3],
-                  _decoded(line) + ([view] if view and view != line else []), digits)
+                  (_decoded(line) if top else []) + ([view] if view and view != line else []), digits)
 
 
 @dataclass
@@ -270,6 +274,7 @@ class _Reading:
     squashed: str  # letters and digits, lower-case, forwards then backwards
     codes: str  # the printable character codes among its numbers, lower-case alphanumerics
     glued: set[str]  # digits of tokens that mix them with other characters
+    edges: set[str]  # the first and last digits (two to eight) of its longer runs of digits
     operands: list[str]  # what the solver reads from the prompt
     world: set[str]  # the world's values at keys the solver never passes
     text: str  # its pieces' text
@@ -281,7 +286,7 @@ def _read(t, solved: dict, seen: dict[str, _Piece]) -> _Reading:
     raw = _unread_text(t, operands)
     lines = raw.replace(". ", ".\n").split("\n")
     pieces = [seen[x] if x in seen else seen.setdefault(x, _piece(x)) for x in dict.fromkeys(lines) if x.strip()]
-    pieces += [seen[x] if x in seen else seen.setdefault(x, _piece(x)) for p in pieces for x in p.decoded]
+    pieces += [seen[x] if x in seen else seen.setdefault(x, _piece(x, top=False)) for p in pieces for x in p.decoded]
     numbers = [n for p in pieces for n in p.numbers]
     groups = {g for p in pieces for g in p.groups}
     sorted_groups = defaultdict(set)
@@ -293,7 +298,8 @@ def _read(t, solved: dict, seen: dict[str, _Piece]) -> _Reading:
     return _Reading(pieces, [w for p in pieces for w in p.words], numbers, list({v for p in pieces for v in p.values}),
                     [x for p in pieces for x in p.decimals], {v for p in pieces for v in p.spelled}, groups,
                     dict(sorted_groups), squashed + " " + squashed[::-1], "".join(ch for ch in codes if ch.isalnum()),
-                    {g for p in pieces for g in p.glued}, operands, _unread_world(getattr(t, "world", None), solved),
+                    {g for p in pieces for g in p.glued},
+                    {x for g in groups for k in range(2, min(len(g), 9)) for x in (g[:k], g[-k:])}, operands, _unread_world(getattr(t, "world", None), solved),
                     "\n".join(p.text for p in pieces))
 
 
@@ -387,8 +393,7 @@ def _fixed(r: _Reading, ans: _Answer) -> set[str]:
         d = ans.digits
         if len(d) >= 2 and d in r.glued:
             found.add("the answer's digits inside a token with other characters")
-        if len(d) >= 2 and any(len(g) > len(d) and (g.startswith(x) or g.endswith(x)) for g in r.groups
-                               for x in (d, d[::-1])):
+        if len(d) >= 2 and (d in r.edges or d[::-1] in r.edges):
             found.add("the answer's digits, or reversed, at one end of a longer number")
         if len(ans.digits) >= 4 and ans.digits in r.squashed and ans.digits not in {str(abs(u)) for u in present}:
             found.add("the answer's digits written apart")
@@ -489,9 +494,10 @@ def _digits_reordered(r: _Reading, ans: _Answer) -> bool:
 def _spans(r: _Reading, n: int) -> list[str]:
     """The unread text's pieces of n characters that start and end on a word's edge, or that
     start or end a longer word (glued to a prefix or a suffix: "ref" + code). Spans at any offset
-    inside words would let English text vote for any image of a letter."""
+    inside words would let English text vote for any image of a letter; so would the ends of
+    words for answers under five characters (and every longer word would be read twice)."""
     out = [p.text[s:s + n] for p in r.pieces for s in p.starts if s + n in p.ends]
-    for p in r.pieces:
+    for p in r.pieces if n >= 5 else ():
         for s, e in p.runs:
             if e - s > n:
                 out += (p.text[s:s + n], p.text[e - n:e])
@@ -565,8 +571,7 @@ class _Operands:
 
 
 def _operand_numbers(r: _Reading) -> _Operands:
-    values = [u for v in r.operands if re.fullmatch(r"-?\d+", v) and (u := int(v)) is not None]
-    return _Operands(values, [v for v in r.operands if re.fullmatch(r"-?\d+\.\d+", v)])
+    return _Operands([int(v) for v in r.operands if _INT.fullmatch(v)], [v for v in r.operands if _DEC.fullmatch(v)])
 
 
 def _is_operand(r: _Reading, ans: _Answer) -> bool:
@@ -650,7 +655,7 @@ def _classes(tasks: list, solved: list[dict], floor: bool = True):
                                  lambda r, a, m=m, b=bool(backwards): _substituted(r, a, m, b),
                                  lambda a: len(a.text) >= 3)):
                 found.append(f)
-                held |= set(f[1])
+                held |= set(f[1]) if _counts(*f[1:]) else set()
         if not held:
             break
         left = [i for i in left if i not in held]
