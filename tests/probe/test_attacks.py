@@ -6,6 +6,7 @@ namespaces: the mode for hosts without bubblewrap).
 Network traffic in these tests goes only to a listener on 127.0.0.1 that the test opens."""
 
 import json
+import shutil
 import os
 import socket
 import subprocess
@@ -225,6 +226,31 @@ print("SEEN", seen)
     time.sleep(0.5)
     daemons = subprocess.run(["pgrep", "-f", MARKER], capture_output=True, text=True).stdout.split()
     assert daemons == [], f"a daemon of the job survived the probe in {mode} mode"
+
+
+def test_nothing_of_the_host_beyond_what_a_job_needs_is_there(mode, tmp_path, task, reference_files):
+    """An allow-list root: a second checkout and a runs/ folder beside the installed library, the
+    host's /etc/passwd, its shared and tool directories are absent, so no error text can carry them."""
+    import trainergym
+
+    beside = Path(trainergym.__file__).resolve().parents[3] / f"tg-other-checkout-{MARKER}"
+    planted = [beside / "src" / "trainergym" / "secret.py", beside / "runs" / "ep-1" / "transcript.json"]
+    for path in planted:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{MARKER}-content")
+    try:
+        prelude = f"""
+import os
+found = [p for p in {[*map(str, planted), "/etc/passwd", "/etc/hostname", "/work/shared", "/opt", "/sys", "/home", "/srv"]!r}
+         if os.path.lexists(p)]
+if found:
+    raise ValueError("READ " + " ".join(found) + " " + " ".join(open(p).read() for p in found if os.path.isfile(p)))
+"""
+        report = attack(tmp_path, task, reference_files, prelude)
+    finally:
+        shutil.rmtree(beside, ignore_errors=True)
+    assert report.ok, report.render()
+    assert MARKER not in report.render()
 
 
 def _hog(children: int, mib: int, hold: float) -> str:

@@ -26,12 +26,14 @@ def package(tmp_path, reference_files):
 
 
 @requires_bwrap
-def test_bwrap_hides_homes_and_the_data_dir():
+def test_bwrap_starts_from_an_empty_root(tmp_path):
+    """No `--ro-bind / /`: the data directory, homes and other checkouts are simply not there."""
     box = Sandbox()
-    cmd = box.command(["python"], data_dir())
+    cmd = box.command(["python"], tmp_path)
     assert "--unshare-net" in cmd and "--unshare-pid" in cmd
-    assert ["--tmpfs", str(data_dir().resolve())] == cmd[cmd.index(str(data_dir().resolve())) - 1:][:2]
-    assert "hidden" in box.describe()
+    assert not any(cmd[i:i + 3] == ["--ro-bind", "/", "/"] for i in range(len(cmd)))
+    assert str(data_dir().resolve()) not in cmd and "/home" not in cmd
+    assert "allow-list root" in box.describe()
 
 
 @pytest.mark.skipif(Sandbox(mode="namespaces").kind != "namespaces", reason="unshare cannot create namespaces here")
@@ -39,7 +41,7 @@ def test_namespaces_mode_runs_a_job_without_bubblewrap(monkeypatch, package):
     real_which = shutil.which
     monkeypatch.setattr(shutil, "which", lambda name: None if name == "bwrap" else real_which(name))
     box = Sandbox()  # auto, with no bubblewrap on the PATH
-    assert box.kind == "namespaces" and box.describe().startswith("namespaces") and "hidden" in box.describe()
+    assert box.kind == "namespaces" and box.describe().startswith("namespaces") and "allow-list root" in box.describe()
     (loaded,), end = run_once(box, package, request("job_sbx"))
     assert loaded["stage"] == "loaded" and len(loaded["tasks"]) == 50 and end["stage"] == "closed"
     if os.geteuid() == 0:  # as root the host lets us write cgroups here
@@ -76,21 +78,24 @@ def test_environment_is_scrubbed(monkeypatch):
     assert env["HOME"] == "/tmp" and "PATH" in env
 
 
-def test_only_the_venv_is_re_exposed_from_a_masked_directory(monkeypatch, tmp_path):
-    """A script run from /tmp or a home directory puts that directory on sys.path, and editable
-    installs put the library's and the families' source trees there; re-exposing sys.path would
-    undo the masks. Only the interpreter and the venv's site-packages come back."""
-    import site
+def test_the_root_shows_only_what_a_job_needs(tmp_path):
+    """An allow-list: the system's programs and libraries, the loader's files of /etc, the
+    interpreter and its site-packages, the families' public modules, the job spool, a /dev of its
+    own. sys.path as such is never shown: editable installs put the library's and the families'
+    source trees there."""
     import sys
 
     from trainergym.job import stack_env
-    from trainergym.probe.sandbox import _needed_under
+    from trainergym.probe.sandbox import SYSTEM, SYSTEM_FILES, code_masks
 
-    inside = tmp_path / "venv" / "lib"
-    source = tmp_path / "checkout" / "src"
-    inside.mkdir(parents=True)
-    source.mkdir(parents=True)
-    monkeypatch.setattr(sys, "path", [str(tmp_path), str(tmp_path.parent), str(inside), str(source)])
-    monkeypatch.setattr(site, "getsitepackages", lambda: [str(inside)])
-    needed = _needed_under([tmp_path], {Path(p) for p in stack_env.library().paths})
-    assert inside in needed and source not in needed and tmp_path not in needed and tmp_path.parent not in needed
+    box = Sandbox(mode="namespaces")
+    steps = box.mounts(tmp_path)
+    assert steps[0] == ("root",)
+    shown = {Path(step[1]) for step in steps if step[0] == "bind"}
+    runtime = {Path(p).resolve() for p in (*stack_env.library().paths, sys.prefix, sys.base_prefix)}
+    public = set(code_masks(stack_env.library().paths[2:])[1])
+    devices = {Path(f"/dev/{d}") for d in ("null", "zero", "full", "random", "urandom")}
+    allowed = {Path(p) for p in (*SYSTEM, *SYSTEM_FILES)} | runtime | public | devices | {tmp_path}
+    assert shown <= allowed, shown - allowed
+    checkout = Path(__file__).resolve().parents[2]
+    assert not [p for p in shown if checkout.is_relative_to(p) or p in (checkout / "src", checkout / "envs")]

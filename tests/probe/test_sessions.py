@@ -9,6 +9,7 @@ jobs here report what they saw on stderr, which the session's end line carries b
 
 import json
 import secrets
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +35,10 @@ _obs = {"pid": _o.getpid(), "ppid": _o.getppid(), "procs": sorted(int(p) for p i
         "cap_eff": [l.split()[1] for l in open("/proc/self/status") if l.startswith("CapEff")][0],
         "shm_seen": _libc.shmget(%(key)d, 0, 0) >= 0, "sem_seen": _libc.semget(%(key)d, 0, 0) >= 0,
         "msg_seen": _libc.msgget(%(key)d, 0) >= 0, "tmp": sorted(_o.listdir("/tmp")), "shm_dir": sorted(_o.listdir("/dev/shm")),
-        "cgroup": _o.listdir("/sys/fs/cgroup"),
+        "cgroup": _o.listdir("/sys/fs/cgroup") if _o.path.isdir("/sys/fs/cgroup") else [],
+        "root": sorted(_o.listdir("/")), "etc": sorted(_o.listdir("/etc")),
+        "host": [p for p in ("/work/shared", "/work/.library", "/opt", "/home", "/var", "/sys", "/run", "/etc/passwd",
+                             "/etc/hostname") if _o.path.lexists(p)],
         "plan_seen": [p for p in _o.listdir("/proc") if p.isdigit() and "--tmpfs" in _read(f"/proc/{p}/cmdline")]}
 if %(plant)s:
     _obs["made"] = [_libc.shmget(%(key)d, 1 << 20, 0o1666) >= 0, _libc.semget(%(key)d, 1, 0o1666) >= 0,
@@ -92,6 +96,11 @@ def test_a_session_leaves_nothing_for_the_next_and_cannot_reach_the_worker(tmp_p
     assert first["plan_seen"] == [], first["plan_seen"]
     # and no counter of the sandbox's cgroup carries one job's numbers to the next
     assert first["cgroup"] == second["cgroup"] == []
+    # An allow-list root: the system, the interpreter and its site-packages, the families' public
+    # modules, the job; nothing else of the host, no other checkout, no /etc beyond the loader's.
+    tops = {Path(step[1] if step[0] == "tmpfs" else step[2]).parts[1] for step in box.mounts(tmp_path) if step[0] != "root"}
+    assert set(first["root"]) <= tops | {"proc", "tmp", "dev"} and first["host"] == [], (first["root"], first["host"])
+    assert set(first["etc"]) <= {"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime"}, first["etc"]
 
 
 def test_a_worker_stays_warm_when_the_sandbox_mounts_below_its_tmp(tmp_path, reference_files):

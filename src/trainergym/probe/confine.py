@@ -3,11 +3,13 @@
 Run as `unshare --mount --net --pid --ipc --uts --fork --kill-child [--user --map-root-user]
 python -I confine.py PLAN -- ARGV...`. Inside the new namespaces, still privileged there, it:
 
-1. makes every mount private, then replays the plan's mount steps in order, as bubblewrap
-   would: empty tmpfs over what must stay hidden (homes, the data directory, the library's
-   source), read-only binds of what must stay visible below them (the interpreter, the
-   venv, the families' public modules), a size-capped private /tmp and the job spool;
-2. remounts every other mount read-only and mounts a /proc of the new PID namespace;
+1. makes every mount private, then builds a new root on an empty tmpfs and replays the plan's
+   mount steps into it, as bubblewrap would: read-only binds of what a job needs (the system's
+   programs and libraries, the interpreter and its site-packages, the families' public modules),
+   empty tmpfs over what must stay hidden inside those (the library's code, the data directory),
+   a size-capped private /tmp and the job spool, then pivots into it and lets the host's go;
+2. remounts every mount read-only but /tmp and /dev/shm, and mounts a /proc of the new PID
+   namespace;
 3. drops to the plan's unprivileged uid (as host root) or, in a user namespace, empties the
    capability bounding set, sets no_new_privs, and runs ARGV in a child.
 
@@ -26,6 +28,8 @@ import sys
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MNT_DETACH = 2
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}  # glibc has no wrapper for pivot_root
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
 _KEPT = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
          "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}  # flags a read-only remount must keep
@@ -64,30 +68,49 @@ def _mounts() -> list[tuple[str, set[str]]]:
 
 
 def setup(plan: dict) -> None:
-    """Steps 1 and 2 above: make every mount private, replay `plan["steps"]` (tmpfs, bind, symlink),
-    remount the rest read-only, mount /proc and enter `plan["chdir"]`. Raises OSError when a mount
-    fails, or when a writable mount cannot be made read-only."""
+    """Steps 1 and 2 above: make every mount private, build the new root from `plan["steps"]`
+    (root, tmpfs, bind, symlink), pivot into it, remount all but `plan["writable"]` read-only,
+    mount /proc and enter `plan["chdir"]`. Raises OSError when a mount fails, or when a writable
+    mount cannot be made read-only."""
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    # Open what will be bound back before the masks hide it: a bind from /proc/self/fd/N
-    # reaches the original even once its path is covered.
-    fds = {path: os.open(path, os.O_PATH) for kind, path, *_ in plan["steps"] if kind == "bind"}
-    # (A device bound from /proc/self/fd/N keeps working: it is the same device node.)
+    # Open what will be bound before anything is mounted over it (the spool and the job may well
+    # live in the host's /tmp): a bind from /proc/self/fd/N reaches the original whatever covers it.
+    fds = {step[1]: os.open(step[1], os.O_PATH) for step in plan["steps"] if step[0] == "bind"}
+    base = "/tmp"  # a scratch mount point every host has, covered in this namespace only
+    _mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+    new = os.path.join(base, "root")
+    os.mkdir(new, 0o755)
+    _mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
     writable = set()
-    for kind, path, *rest in plan["steps"]:
+    for kind, *args in plan["steps"]:
+        if kind == "root":
+            continue
+        path, rest = args[0], args[1:]
         if kind == "tmpfs":  # rest: [mode, size bytes]
-            if not os.path.exists(path) and os.path.dirname(path) in writable:
-                os.mkdir(path, 0o755)  # inside a tmpfs of ours (/dev/shm), never on the host
-            if os.path.isdir(path):
-                _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={rest[0]},size={rest[1]}")
+            at = new + path
+            if not os.path.exists(at):
+                _mountpoint(at, True)
+            if os.path.isdir(at):
+                _mount("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={rest[0]},size={rest[1]}")
                 writable.add(path)
         elif kind == "bind":  # rest: [target] (default: the same path)
-            target = rest[0] if rest else path
-            _mountpoint(target, os.path.isdir(f"/proc/self/fd/{fds[path]}"))
-            _mount(f"/proc/self/fd/{fds[path]}", target, None, MS_BIND | MS_REC)
+            at = new + (rest[0] if rest else path)
+            _mountpoint(at, os.path.isdir(f"/proc/self/fd/{fds[path]}"))
+            _mount(f"/proc/self/fd/{fds[path]}", at, None, MS_BIND | MS_REC)
         elif kind == "symlink":  # path: where it points; rest: [the link]
-            os.symlink(path, rest[0])
+            _mountpoint(os.path.dirname(new + rest[0]), True)
+            os.symlink(path, new + rest[0])
     for fd in fds.values():
         os.close(fd)
+    _mountpoint(new + "/proc", True)
+    # pivot_root(".", "."): the new root goes under the old, which is then let go.
+    os.chdir(new)
+    if _libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b".") != 0:
+        raise OSError(ctypes.get_errno(), f"pivot_root: {os.strerror(ctypes.get_errno())}")
+    if _libc.umount2(b".", MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), f"umount the host's root: {os.strerror(ctypes.get_errno())}")
+    os.chdir("/")
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     keep_rw = {p for p in writable if p in plan.get("writable", [])}
     for point, opts in reversed(_mounts()):
         if point in keep_rw or point == "/proc" or point.startswith("/proc/") or "ro" in opts:
@@ -98,7 +121,6 @@ def setup(plan: dict) -> None:
         except OSError:
             if os.path.ismount(point):  # a mount we cannot make read-only must not stay writable
                 raise
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir(plan.get("chdir", "/"))
 
 

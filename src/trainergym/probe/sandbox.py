@@ -96,29 +96,6 @@ def _works(*cmd: str) -> bool:
     return ok
 
 
-def _hidden_dirs(data_dir: Path) -> list[Path]:
-    """Homes, the data directory, and where hosts keep their services' sockets and shared
-    scratch files (a socket file reaches its service whatever the network namespace)."""
-    hidden = {Path("/root"), Path("/home"), Path(os.path.expanduser("~")), Path("/run"), Path("/var/run"),
-              Path("/var/tmp"), Path("/var/lib")}
-    real = {p.resolve() for p in hidden if p.is_dir()}
-    return sorted({p for p in real if not any(p != q and p.is_relative_to(q) for q in real)} |
-                  ({data_dir} if data_dir.is_dir() else set()))
-
-
-def _needed_under(hidden: list[Path], wanted: set[Path]) -> list[Path]:
-    """What of `wanted` (the interpreter, its venv and site-packages) the child must still see
-    below a masked directory. Not `sys.path` as such: editable installs put the library's and
-    the families' source trees on it, which agent code must not read."""
-    out = set()
-    for path in wanted:
-        path = path.resolve() if path.exists() else path
-        # Strictly below a hidden directory, never one itself or above one.
-        if path.exists() and any(path.is_relative_to(h) for h in hidden) and not any(h.is_relative_to(path) for h in hidden):
-            out.add(path)
-    return sorted(out)
-
-
 def public_packages(fam) -> dict[Path, tuple[str, ...]]:
     """The package directories job code for `fam` may import from, each with the file names it
     may import: the family's own PUBLIC_MODULES, and those of each package it names in
@@ -166,6 +143,11 @@ def requested_mode() -> str:
     return mode
 
 
+# What of the host's system a sandbox shows, read-only, beside the interpreter, its site-packages,
+# the families' public modules and the job: the programs and libraries, and the files of /etc the
+# dynamic loader reads. Nothing else of the host is there (no other checkout, home or service).
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 _FD_LINKS = (("fd", ""), ("stdin", "/0"), ("stdout", "/1"), ("stderr", "/2"))
 _NAMESPACES = ["--mount", "--net", "--pid", "--ipc", "--uts", "--fork", "--kill-child"]
@@ -235,9 +217,10 @@ class Sandbox:
         who = f"its own uid {self.uid}" if self.uid is not None else "no capabilities (user namespace)"
         refused = ("a seccomp filter refusing namespaces, mounts, ptrace, keyrings, bpf, perf, modules and reboot"
                    if self.seccomp else f"NO seccomp filter ({self.no_seccomp})")
-        confined = ("no network, own PID/IPC/UTS/mount namespaces, read-only system, homes, the data directory "
-                    f"and the library's source hidden, private /tmp, scrubbed environment, {who}, {refused}; every "
-                    "process killed at the end")
+        confined = ("no network, own PID/IPC/UTS/mount namespaces, an allow-list root (read-only: the system's "
+                    "programs and libraries, the interpreter and its site-packages with the library's code masked, the "
+                    f"families' public modules; nothing else of the host), private /tmp, scrubbed environment, {who}, "
+                    f"{refused}; every process killed at the end")
         return {
             "bwrap": f"bubblewrap: {confined}",
             "namespaces": f"namespaces (unshare + confine.py, no bubblewrap): {confined}",
@@ -255,36 +238,34 @@ class Sandbox:
         return env
 
     def mounts(self, spool: Path) -> list[tuple]:
-        """The mount steps, in order: ("tmpfs", path, mode, size) hides a directory behind an
-        empty (or, for /tmp, writable) tmpfs; ("bind", source, target) shows a path read-only."""
-        steps: list[tuple] = []
-        hidden = _hidden_dirs(self.data_dir)
-        steps += [("tmpfs", str(path), "0755", 1 << 20) for path in hidden]
-        steps.append(("tmpfs", "/tmp", "1777", self.limits.tmp_bytes))
-        # Mask the library's and the families' code; then re-expose, read-only, what the child
-        # needs from under the masked directories (a checkout and its venv may well live in a
-        # home directory, in /tmp, or in each other); then the families' public modules.
-        code, public = code_masks(self.runtime.paths[2:])
+        """The mount steps, in order, on an empty root (`("root",)`: nothing of the host is there
+        unless a step shows it): ("bind", source, target) shows a path read-only; ("symlink",
+        points to, link); ("tmpfs", path, mode, size) an empty (or, for /tmp, writable) tmpfs,
+        which also hides what a shown directory holds below it (the library's code in a
+        site-packages, the data directory)."""
+        steps: list[tuple] = [("root",)]
+        for path in (*SYSTEM, *SYSTEM_FILES):
+            if os.path.islink(path):
+                steps.append(("symlink", os.readlink(path), path))
+            elif os.path.exists(path):
+                steps.append(("bind", path, path))
+        system = [Path(p).resolve() for p in SYSTEM if os.path.exists(p)]
+        # The interpreter, its prefix and site-packages (and, in the namespaces mode, ours: confine.py
+        # runs on it before it execs the child), each once: nothing of a checkout or home they sit in.
         wanted = {Path(p) for p in self.runtime.paths}
-        if self.kind == "namespaces":  # confine.py runs on ours before it execs the child
+        if self.kind == "namespaces":
             wanted |= {Path(sys.prefix), Path(sys.base_prefix)}
-        needed = _needed_under([*hidden, Path("/tmp"), *code], wanted)
-        first = [c for c in code if not any(c.is_relative_to(n) for n in needed)]
-        later = [c for c in code if c not in first]  # installed inside the venv: masked after it
-        steps += [("tmpfs", str(path), "0755", 1 << 20) for path in first]
-        masked = [*hidden, Path("/tmp"), *first]
-
-        def expose(path: Path, roots: list[Path]) -> None:
-            if any(path.is_relative_to(m) for m in roots):
-                steps.append(("bind", str(path), str(path)))
-
-        for path in needed:
-            expose(path, masked)
-        steps += [("tmpfs", str(path), "0755", 1 << 20) for path in later]
-        for path in public:
-            expose(path, [*masked, *later])
-        if self.data_dir.is_dir():  # also when it lies inside a path re-exposed above
+        wanted = {p.resolve() for p in wanted if p.exists()}
+        shown = sorted(p for p in wanted if not any(p != q and p.is_relative_to(q) for q in wanted)
+                       and not any(p.is_relative_to(s) for s in system))
+        steps += [("bind", str(p), str(p)) for p in shown]
+        code, public = code_masks(self.runtime.paths[2:])
+        inside = [*system, *shown]
+        steps += [("tmpfs", str(m), "0755", 1 << 20) for m in code if any(m.is_relative_to(p) for p in inside)]
+        if any(self.data_dir.is_relative_to(p) for p in inside):
             steps.append(("tmpfs", str(self.data_dir), "0755", 1 << 20))
+        steps += [("bind", str(f), str(f)) for f in public]  # the families' eval toolsets, by file
+        steps.append(("tmpfs", "/tmp", "1777", self.limits.tmp_bytes))
         steps.append(("bind", str(spool), "/tmp/spool"))
         # A /dev of its own: the harmless devices, no terminals (the host's pty pool is shared).
         steps.append(("tmpfs", "/dev", "0755", 1 << 20))
@@ -311,14 +292,15 @@ class Sandbox:
         if self.kind == "namespaces":
             plan = {"steps": steps, "writable": ["/tmp", "/dev/shm"], "chdir": "/tmp", "uid": self.uid}
             return [*join, *_unshare(), sys.executable, "-I", str(CONFINE), json.dumps(plan), "--", *argv]
+        # bubblewrap starts from an empty root: what the steps bind is all there is.
         cmd = [*join, shutil.which("bwrap"), "--die-with-parent", "--new-session", "--unshare-net", "--unshare-pid",
-               "--unshare-ipc", "--unshare-uts", *self._user_args(), "--ro-bind", "/", "/"]
+               "--unshare-ipc", "--unshare-uts", *self._user_args()]
         made: set[Path] = set()
-        roots: list[Path] = []  # the tmpfs mounts so far: directories below them must be made
-        for kind, path, *rest in steps:
+        mounted: dict[Path, str] = {Path("/"): "tmpfs"}  # so far: directories below a tmpfs must be made
+        for kind, path, *rest in steps[1:]:
             if kind == "tmpfs":
                 cmd += ["--perms", rest[0], *(["--size", str(rest[1])] if rest[0] == "1777" else []), "--tmpfs", path]
-                roots.append(Path(path))
+                mounted[Path(path)] = "tmpfs"
                 continue
             if kind == "symlink":
                 cmd += ["--symlink", path, rest[0]]
@@ -327,13 +309,13 @@ class Sandbox:
                 cmd += ["--dev-bind", path, rest[0]]
                 continue
             target = Path(rest[0])
-            inside = [m for m in roots if target.is_relative_to(m)]
-            root = max(inside, key=lambda m: len(m.parts)) if inside else None
+            under = max((m for m in mounted if target.is_relative_to(m) and m != target), key=lambda m: len(m.parts))
             for ancestor in reversed(target.parents):  # bwrap would create them 0700: unreadable for the uid
-                if root and ancestor.is_relative_to(root) and ancestor != root and ancestor not in made:
+                if mounted[under] == "tmpfs" and ancestor.is_relative_to(under) and ancestor != under and ancestor not in made:
                     made.add(ancestor)
                     cmd += ["--perms", "0755", "--dir", str(ancestor)]
             cmd += ["--ro-bind", path, str(target)]
+            mounted[target] = "bind"
         cmd += ["--proc", "/proc", "--chdir", "/tmp"]
         if self.uid is not None:  # drop to the sandbox's own uid inside: no capabilities
             cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--", shutil.which("setpriv"),
