@@ -33,6 +33,17 @@ for step in range(3):
     with open(run / "metrics.jsonl", "a") as f:
         f.write(json.dumps({"step": step}) + "\n")
     time.sleep(0.2)
+if mode in ("swap", "link"):  # publish, wait to be seen, then swap weights in from elsewhere
+    step = run / "broadcasts" / "step_3"
+    step.mkdir(parents=True)
+    (step / "model.safetensors").write_bytes(b"trained here" * 1000)
+    if mode == "link":
+        (step / "shard-2.safetensors").symlink_to(outputs / "train-saw.json")
+    (step / "STABLE").write_text("")
+    time.sleep(1.0)
+    if mode == "swap":
+        (step / "model.safetensors").write_bytes(b"from elsewhere" * 1000)
+    sys.exit(0)
 if mode != "no-checkpoint":
     (run / "broadcasts" / "step_3").mkdir(parents=True)
     (run / "broadcasts" / "step_3" / "STABLE").write_text("")

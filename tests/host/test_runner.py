@@ -68,6 +68,8 @@ def test_success_writes_result_and_caches_pre(fakes, tmp_path):
     ("oom", ("true",), FailureReason.OUT_OF_MEMORY, "out of memory", False),
     ("crash", ("true",), FailureReason.TRAINER_CRASHED, "trainer crashed (exit status 2)", False),
     ("no-checkpoint", ("true",), FailureReason.NO_CHECKPOINT, "no checkpoint", False),
+    ("swap", ("true",), FailureReason.CHECKPOINT_REFUSED, "checkpoint not the one published (step_3 changed after", False),
+    ("link", ("true",), FailureReason.CHECKPOINT_REFUSED, "checkpoint not the one published (step_3 holds", False),
     ("ok", ("false",), FailureReason.INSTALL_FAILED, "install failed (exit status 1)", True),
     ("ok", ("/nonexistent/bootstrap",), FailureReason.INSTALL_FAILED, "install failed ([Errno 2]", True),
 ])
@@ -194,3 +196,20 @@ def test_the_hosts_owner_replaces_the_commands_through_the_environment():
         with pytest.raises(ValueError, match="TRAINERGYM_HOST_COMMANDS") as e:
             Commands.from_env({"TRAINERGYM_HOST_COMMANDS": bad})
         assert "\n" not in str(e.value)
+
+
+def test_a_large_shard_swapped_after_publication_is_refused(tmp_path, monkeypatch):
+    """Shards past WHOLE_BYTES are read in blocks at secret offsets: a swap still shows."""
+    from trainergym.host import checkpoints
+
+    monkeypatch.setattr(checkpoints, "WHOLE_BYTES", 64 << 10)
+    step = tmp_path / "run" / "broadcasts" / "step_2"
+    step.mkdir(parents=True)
+    (step / "model.safetensors").write_bytes(os.urandom(4 << 20))
+    (step / "STABLE").write_text("")
+    ledger = checkpoints.Ledger(tmp_path, max_steps=2)
+    ledger.watch()
+    assert ledger.verified() == step  # unchanged: scored
+    (step / "model.safetensors").write_bytes(os.urandom(4 << 20))
+    with pytest.raises(checkpoints.CheckpointRefused, match="changed after it was published"):
+        ledger.verified()

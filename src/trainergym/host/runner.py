@@ -46,6 +46,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from trainergym.host.checkpoints import CheckpointRefused, Ledger
 from trainergym.host.confinement import Confinement, ConfinementError
 from trainergym.host.deployment import MIN_GPUS, visible_gpus, write_rl_toml
 from trainergym.job.result import FailureReason, RunResult
@@ -204,6 +205,7 @@ class Runner:
         self.log_path.touch(mode=0o600)
         self._phase, self._progress, self._cancel = "created", {}, threading.Event()
         self._pre_cached = False
+        self._checkpoints: Ledger | None = None  # the train phase's published steps
 
     @property
     def phase(self) -> str:
@@ -282,24 +284,23 @@ class Runner:
     def _track_progress(self) -> None:
         """Training progress from prime-rl's file monitor (`metrics.jsonl`), when there is one.
         The trainer owns these files: links and anything but a regular file are skipped, and
-        only the tail is read."""
+        only the tail is read. Checkpoints are fingerprinted as they are published."""
+        if self._phase == "train" and self._checkpoints is not None:
+            self._checkpoints.watch()
         for metrics in self.outputs.rglob("metrics.jsonl") if self.outputs.exists() else ():
             step = _last_step(metrics)
             if step is not None:
                 self._progress = {"step": step}
 
     def _weights(self) -> Path:
-        """The last complete filesystem broadcast (`broadcasts/step_N/` with a STABLE marker) of a
-        step the run has: training code writes this directory, and a `step_999` it made up is not
-        the trained model."""
-        import tomllib
-
-        last = tomllib.loads(self.rl_toml.read_text())["max_steps"]
-        steps = [p for p in self.outputs.rglob("step_*") if p.parent.name == "broadcasts" and (p / "STABLE").exists()
-                 and not p.is_symlink() and p.name.split("_")[-1].isdigit() and int(p.name.split("_")[-1]) <= last]
-        if not steps:
-            raise PhaseFailed(FailureReason.NO_CHECKPOINT, "training ended without publishing weights", self.log_tail())
-        return max(steps, key=lambda p: int(p.name.split("_")[-1]))
+        """The last complete filesystem broadcast of a step the run has, as the run published it
+        (`trainergym.host.checkpoints`)."""
+        try:
+            return self._checkpoints.verified()
+        except LookupError as e:
+            raise PhaseFailed(FailureReason.NO_CHECKPOINT, str(e), self.log_tail()) from None
+        except CheckpointRefused as e:
+            raise PhaseFailed(FailureReason.CHECKPOINT_REFUSED, str(e), self.log_tail()) from None
 
     def _preflight(self) -> None:
         """What fails a job before anything is installed: too few GPUs, an unreadable rl.toml, no
@@ -333,6 +334,9 @@ class Runner:
     def _train(self) -> None:
         """The train phase, confined: the trainer's directories made (and, under setpriv, given to
         its uid), its environment built from scratch, and afterwards every process of it killed."""
+        import tomllib
+
+        self._checkpoints = Ledger(self.outputs, tomllib.loads(self.rl_toml.read_text())["max_steps"])
         argv = self._fill(self.commands.train)
         named = [Path(a) for a in argv if a.startswith("/") and Path(a).exists()]
         conf = self.confinement

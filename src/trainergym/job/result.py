@@ -41,6 +41,9 @@ class FailureReason(StrEnum):
     # installed, or was imported from elsewhere: nothing it would score can be trusted. Not
     # transient: the likeliest author is the job that just trained there.
     FAMILY_TAMPERED = "family package failed its hash check"
+    # The checkpoint to score is not the one the run was seen to publish (host/checkpoints.py): it
+    # changed after publication, or holds a link. The job's own doing.
+    CHECKPOINT_REFUSED = "checkpoint not the one published"
 
 
 # Failures that may be the host's or the provider's fault rather than the job's: another
