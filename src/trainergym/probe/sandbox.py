@@ -250,6 +250,8 @@ class Sandbox:
             elif os.path.exists(path):
                 steps.append(("bind", path, path))
         system = [Path(p).resolve() for p in SYSTEM if os.path.exists(p)]
+        # /tmp before what is shown in it: a checkout, its venv or the data directory may live in /tmp.
+        steps.append(("tmpfs", "/tmp", "1777", self.limits.tmp_bytes))
         # The interpreter, its prefix and site-packages (and, in the namespaces mode, ours: confine.py
         # runs on it before it execs the child), each once: nothing of a checkout or home they sit in.
         wanted = {Path(p) for p in self.runtime.paths}
@@ -265,7 +267,6 @@ class Sandbox:
         if any(self.data_dir.is_relative_to(p) for p in inside):
             steps.append(("tmpfs", str(self.data_dir), "0755", 1 << 20))
         steps += [("bind", str(f), str(f)) for f in public]  # the families' eval toolsets, by file
-        steps.append(("tmpfs", "/tmp", "1777", self.limits.tmp_bytes))
         steps.append(("bind", str(spool), "/tmp/spool"))
         # A /dev of its own: the harmless devices, no terminals (the host's pty pool is shared).
         steps.append(("tmpfs", "/dev", "0755", 1 << 20))
