@@ -35,7 +35,7 @@ MODULES = {
     "task": {"trainergym.job.stack"},  # the pin: measured baselines are the bar only on the stack jobs run on
     # the mini backend runs a job's rewards in the probe's own sandbox, confined exactly as the probe
     # confines it (the sandbox and its cgroups; no check, no judge of the probe)
-    "backends": {"trainergym.probe.sandbox", "trainergym.probe.cgroup"},
+    "backends": {"trainergym.probe.sandbox", "trainergym.probe.cgroup", "trainergym.probe.seccomp"},
 }
 SEALED = {"probe/child.py", "probe/confine.py"}  # run inside the sandbox: no trainergym at all
 

@@ -142,7 +142,8 @@ _obs = {"unshare(CLONE_NEWUSER)": _try(272, 0x10000000), "unshare(CLONE_NEWNS)":
         "clone(CLONE_NEWUSER)": _try(56, 0x10000000 | 17, 0, 0, 0, 0), "setns": _try(308, 0, 0),
         "mount": _try(165, b"none", b"/tmp", b"tmpfs", 0, None), "ptrace": _try(101, 0, 0, 0, 0),
         "keyctl": _try(250, 0, 0, 0, 0, 0), "bpf": _try(321, 0, 0, 0), "perf_event_open": _try(298, 0, 0, 0, 0, 0),
-        "init_module": _try(175, 0, 0, 0), "reboot": _try(169, 0, 0, 0, 0)}
+        "init_module": _try(175, 0, 0, 0), "reboot": _try(169, 0, 0, 0, 0), "io_uring_setup": _try(425, 1, 0),
+        "socket(AF_VSOCK)": _try(41, 40, 1, 0)}
 _th = _t.Thread(target=lambda: None)
 _th.start()
 _th.join()

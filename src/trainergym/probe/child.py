@@ -755,7 +755,9 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
         # Only the first line of what the child wrote, marked as the child's: agent code that
         # writes an end line of its own (or several lines at once) cannot end the session or
         # stay behind to answer the next job's requests.
-        emit(ANSWER + line.split(b"\n", 1)[0].decode(errors="replace").strip())
+        # A bare carriage return is a line break to a reader with universal newlines: in JSON it
+        # can only be whitespace, so it becomes a space (a red team forged lines with it).
+        emit(ANSWER + line.split(b"\n", 1)[0].decode(errors="replace").replace("\r", " ").strip())
         nxt = next_request()
         if nxt is None or json.loads(nxt).get("op") == "done":
             break

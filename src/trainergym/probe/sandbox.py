@@ -22,6 +22,7 @@ interpreter of a `Stack` (`trainergym.job.stack_env`): prime-rl's own verifiers 
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -42,7 +43,7 @@ from pathlib import Path
 from trainergym.job import stack_env
 from trainergym.job.stack_env import Stack
 from trainergym.paths import LIBRARY
-from trainergym.probe import seccomp
+import trainergym.probe.seccomp as seccomp
 from trainergym.probe.cgroup import Cgroup
 
 CHILD = Path(__file__).with_name("child.py")
@@ -433,6 +434,8 @@ class WarmWorker:
         finally:
             for fd in plan:
                 os.close(fd)
+        # Lines end at "\n" alone: universal newlines would split a line at a "\r" agent code put in it.
+        proc.stdout = io.TextIOWrapper(proc.stdout.detach(), encoding="utf-8", errors="replace", newline="\n")
         line = self._readline(proc, START_SECONDS)
         self._baseline = len(self._cgroup.pids()) if self._cgroup else 0
         (self._spool / SCRIPT).unlink(missing_ok=True)  # loaded: agent code need not find the probe's script

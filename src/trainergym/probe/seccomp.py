@@ -18,10 +18,11 @@ import tempfile
 
 # Namespaces, mounts and the root: the jail's own walls.
 WALLS = ("unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick",
-         "move_mount", "open_tree", "mount_setattr")
+         "move_mount", "open_tree", "open_tree_attr", "mount_setattr", "listmount", "statmount")
 # Other processes' memory and the kernel's shared state.
-REACH = ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "keyctl", "add_key", "request_key", "bpf",
-         "perf_event_open", "userfaultfd", "open_by_handle_at", "name_to_handle_at", "lookup_dcookie", "syslog")
+REACH = ("ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd", "kcmp", "keyctl",
+         "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "open_by_handle_at", "name_to_handle_at",
+         "lookup_dcookie", "syslog", "io_uring_setup", "io_uring_enter", "io_uring_register")  # io_uring: a large surface
 # The machine itself.
 MACHINE = ("init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon",
            "swapoff", "acct", "quotactl", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "iopl",
@@ -31,6 +32,9 @@ REFUSED = WALLS + REACH + MACHINE
 CLONE_NEW = {"CLONE_NEWNS": 0x00020000, "CLONE_NEWCGROUP": 0x02000000, "CLONE_NEWUTS": 0x04000000,
              "CLONE_NEWIPC": 0x08000000, "CLONE_NEWUSER": 0x10000000, "CLONE_NEWPID": 0x20000000,
              "CLONE_NEWNET": 0x40000000, "CLONE_NEWTIME": 0x00000080}
+
+
+AF_VSOCK = 40
 
 
 class Unavailable(RuntimeError):
@@ -54,6 +58,8 @@ def program() -> bytes:
     for flag in CLONE_NEW.values():
         flt.add_rule(sc.ERRNO(errno.EPERM), "clone", sc.Arg(0, sc.MASKED_EQ, flag, flag))
     flt.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    # vsock reaches the hypervisor (a VM's host) whatever the network namespace.
+    flt.add_rule(sc.ERRNO(errno.EPERM), "socket", sc.Arg(0, sc.EQ, AF_VSOCK))
     with tempfile.TemporaryFile() as f:
         flt.export_bpf(f)
         f.seek(0)
