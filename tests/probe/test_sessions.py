@@ -195,10 +195,11 @@ print("OBS " + _j.dumps({"hits": _hits}), file=_s.stderr)
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 28, red team): sessions fork from the worker that relayed the "
-                   "earlier sessions' answers, so their bytes are in a later job's memory; the fix is a pristine "
-                   "process that forks sessions and never touches session data")
 def test_a_session_holds_nothing_an_earlier_session_relayed(tmp_path, reference_files):
+    """The planting job's 400 tasks carry a marker through the worker (before the zygote, a later
+    job found dozens of copies). The scan finds a few copies of its own (its source, its pattern,
+    2-4 here): a control session on a fresh worker counts those, and the same job after the
+    planting one must find about as many."""
     box = Sandbox()
     if box.kind not in ("bwrap", "namespaces"):
         pytest.skip(box.why_not)
@@ -210,11 +211,15 @@ def test_a_session_holds_nothing_an_earlier_session_relayed(tmp_path, reference_
     scanning = dict(files)
     scanning["__init__.py"] += SCAN % {"marker": marker}
     write_job(tmp_path / "b" / "job_ses", scanning)
-    worker = WarmWorker(box)
-    try:
-        for name in ("a", "b"):
-            request = {"nonce": secrets.token_hex(8), "module": "job_ses", "max_tasks": 50, "timeout": 60}
-            end = worker.run(tmp_path / name, request, lambda _answer: None)
-    finally:
-        worker.close()
-    assert _observed(end)["hits"] == 0
+    hits = []
+    for jobs in (["b"], ["a", "b"]):
+        worker = WarmWorker(box)
+        try:
+            for name in jobs:
+                request = {"nonce": secrets.token_hex(8), "module": "job_ses", "max_tasks": 400, "timeout": 60}
+                end = worker.run(tmp_path / name, request, lambda _answer: None)
+        finally:
+            worker.close()
+        hits.append(_observed(end)["hits"])
+    control, after = hits
+    assert after <= control + 5, hits

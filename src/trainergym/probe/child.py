@@ -6,8 +6,8 @@ Run as a script inside the sandbox (`trainergym.probe.sandbox` copies it into th
     python -I main.py --serve LIMITS_JSON
 
 It imports verifiers once, prints `ready`, then serves one *session* per job: for the first
-request line on stdin it forks a fresh child that copies the job package into its private /tmp
-and imports it, and relays a conversation between the library and that child, one JSON line
+request line on stdin its zygote (`_Zygote`, which never sees a session's data) forks a fresh
+child that copies the job package into its private /tmp and imports it, and the worker relays a conversation between the library and that child, one JSON line
 each way, until the library says `done` or the session's deadline passes:
 
 - `load`  -> the job's tasks as data (`prompt`, `system_prompt`, `answer`, `world`), capped, and
@@ -558,24 +558,24 @@ def _zombie(pid: str) -> bool:
         return True
 
 
-def _settled(seconds: float = 2.0) -> bool:
-    """Whether every process of the worker's namespace but it and init is gone within `seconds`:
-    a session's processes are killed with its own init, by the kernel, a moment after it."""
+def _settled(zygote: int, seconds: float = 2.0) -> bool:
+    """Whether every process of the worker's namespace but it, its zygote and init is gone within
+    `seconds`: a session's processes are killed with its own init, by the kernel, a moment after it."""
     me, deadline = os.getpid(), time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not any(e.isdigit() and int(e) not in (1, me) and not _zombie(e) for e in os.listdir("/proc")):
+        if not any(e.isdigit() and int(e) not in (1, me, zygote) and not _zombie(e) for e in os.listdir("/proc")):
             return True
         time.sleep(0.01)
     return False
 
 
-def _sweep() -> int:
-    """Kill every process in this PID namespace but the worker and the namespace's init, and
-    return how many there were. Stopped first, pass after pass until a pass finds no new one (a
-    stopped process cannot fork: chains that keep forking do not outrun it), then killed."""
+def _sweep(zygote: int) -> int:
+    """Kill every process in this PID namespace but the worker, its zygote and the namespace's
+    init, and return how many there were. Stopped first, pass after pass until a pass finds no
+    new one (a stopped process cannot fork: chains that keep forking do not outrun it), then killed."""
     me, stopped = os.getpid(), set()
     for _ in range(1000):
-        found = {int(e) for e in os.listdir("/proc") if e.isdigit() and not _zombie(e)} - {1, me} - stopped
+        found = {int(e) for e in os.listdir("/proc") if e.isdigit() and not _zombie(e)} - {1, me, zygote} - stopped
         if not found:
             break
         for pid in found:
@@ -655,15 +655,15 @@ class _Clock:
     count too, and init's reaped orphans); else the child's and its reaped children's. A job
     the host starves waits for a CPU: that time is the host's, neither used nor idle."""
 
-    def __init__(self, in_pid_namespace: bool):
-        self.namespace, self.me, self.hz = in_pid_namespace, os.getpid(), os.sysconf("SC_CLK_TCK")
+    def __init__(self, in_pid_namespace: bool, spare: int = 0):
+        self.namespace, self.me, self.hz = in_pid_namespace, {os.getpid(), spare}, os.sysconf("SC_CLK_TCK")
         self.pid = 0
         self.base = self._total() if in_pid_namespace else (0, 0)
         self.used = self.idle = 0.0
         self._last = None  # (monotonic time, cpu s, waited s) at the last sample
 
     def _total(self) -> tuple[int, int]:
-        pids = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) != self.me] if self.namespace else [self.pid]
+        pids = [int(e) for e in os.listdir("/proc") if e.isdigit() and int(e) not in self.me] if self.namespace else [self.pid]
         usage = [_usage(pid) for pid in pids]
         return sum(t for t, _ in usage), sum(w for _, w in usage)
 
@@ -678,7 +678,7 @@ class _Clock:
         self._last, self.used = (now, cpu, wait), cpu
 
 
-def _read_line(fd: int, pid: int, deadline: float, clock: _Clock | None = None, budget: float = math.inf,
+def _read_line(fd: int, exited, deadline: float, clock: _Clock | None = None, budget: float = math.inf,
                idle: float = math.inf) -> tuple[bytes, str]:
     """One line from the child: (line, "") or (b"", why not): "cpu" once the session's processes
     have used `budget` CPU seconds, "timeout" once they have been idle `idle` seconds or the
@@ -709,12 +709,79 @@ def _read_line(fd: int, pid: int, deadline: float, clock: _Clock | None = None, 
             size += len(chunk)
             if size > MAX_ANSWER_LINE:
                 return b"", "oversize"
-        elif os.waitpid(pid, os.WNOHANG)[0]:
+        elif exited():
             return b"", "exit"
     return b"".join(chunks), ""
 
 
-def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_request) -> None:
+class _Zygote:
+    """The process every session is forked from: forked from the worker once its imports are done,
+    before any session, and never handed a job's data (only each session's small opening request
+    and the two pipe ends, over a socket). A session forked from the worker itself inherited what
+    the worker had relayed for earlier sessions: another job found an earlier job's answer in its
+    own memory. The zygote forks one session at a time, waits for it and reports its exit status."""
+
+    def __init__(self, limits: dict):
+        import socket
+
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.sock.close()
+            try:
+                self._serve(theirs, limits)
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.exited: dict[int, int] = {}  # session pid -> wait status
+
+    @staticmethod
+    def _serve(sock, limits: dict) -> None:
+        import socket
+
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # never the worker's pipes to the library
+            os.dup2(devnull, fd)
+        while True:
+            message, fds, _, _ = socket.recv_fds(sock, 1 << 16, 2)
+            if not message:
+                return  # the worker is gone
+            first = json.loads(message)
+            pid = os.fork()
+            if pid == 0:
+                sock.close()
+                try:
+                    _child(first, limits, fds[0], fds[1], first["log_path"])
+                finally:
+                    os._exit(1)
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"pid": pid}).encode())
+            _, status = os.waitpid(pid, 0)
+            sock.send(json.dumps({"pid": pid, "status": status}).encode())
+
+    def spawn(self, first: dict, req_r: int, out_w: int) -> int:
+        """Fork a session for `first` on these pipe ends; its pid."""
+        import socket
+
+        socket.send_fds(self.sock, [json.dumps(first).encode()], [req_r, out_w])
+        return json.loads(self.sock.recv(1 << 16))["pid"]
+
+    def done(self, pid: int, timeout: float = 0.0) -> bool:
+        """Whether session `pid` has exited (its status then in `exited`), waiting up to `timeout`."""
+        while pid not in self.exited:
+            ready, _, _ = select.select([self.sock], [], [], timeout)
+            if not ready:
+                return False
+            message = self.sock.recv(1 << 16)
+            if not message:
+                raise RuntimeError("the session zygote died")
+            report = json.loads(message)
+            self.exited[report["pid"]] = report["status"]
+        return True
+
+
+def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_request, zygote: _Zygote) -> None:
     """Fork the child for `first` and relay lines both ways until done, timeout or death.
 
     Time limits count only while the job holds the floor (from a request to its answer; the
@@ -733,22 +800,15 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
     budget = float(first["timeout"])
     wall = float(first.get("wall") or 3 * budget)  # sandbox.WALL_FACTOR
     cap = float(first.get("cap") or 4 * wall)  # sandbox.CAP_FACTOR
-    clock = _Clock(in_pid_namespace)
-    pid = os.fork()
-    if pid == 0:
-        os.close(req_w)
-        os.close(out_r)
-        try:
-            _child(first, limits, req_r, out_w, log_path)
-        finally:
-            os._exit(1)
+    clock = _Clock(in_pid_namespace, spare=zygote.pid)
+    pid = zygote.spawn({**first, "log_path": log_path}, req_r, out_w)
     os.close(req_r)
     os.close(out_w)
     clock.pid = pid
     floor, why, status = 0.0, "", 0
     while True:
         asked = time.monotonic()
-        line, why = _read_line(out_r, pid, asked + cap - floor, clock, budget, wall)
+        line, why = _read_line(out_r, lambda: zygote.done(pid), asked + cap - floor, clock, budget, wall)
         floor += time.monotonic() - asked
         if why:
             break
@@ -768,15 +828,13 @@ def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_r
             break
     for fd in (req_w, out_r):
         os.close(fd)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
-    stray = _sweep() if in_pid_namespace and not _settled() else 0
+    for kill in (os.killpg, os.kill):  # its group; itself, should it not have made the group yet
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill(pid, signal.SIGKILL)
+    if not zygote.done(pid, timeout=30.0):
+        raise RuntimeError("a killed session never exited")
+    status = zygote.exited.pop(pid)
+    stray = _sweep(zygote.pid) if in_pid_namespace and not _settled(zygote.pid) else 0
     log_tail = _tail(log_path, 2000)
     shutil.rmtree(os.path.join(os.path.dirname(log_path), "job-" + first["nonce"]), ignore_errors=True)
     if os.path.exists(log_path):
@@ -841,14 +899,16 @@ def serve(limits: dict) -> None:
     gc.freeze()
     limits = {**limits, "split": limits["pid_namespace"] and _can_split(limits)}
     refused = _can_filter(limits)
-    emit(f"not ready: {refused}" if refused else "ready")
     if refused:
+        emit(f"not ready: {refused}")
         return
+    zygote = _Zygote(limits)  # before any session's data reaches this process, and before the library counts ours
+    emit("ready")
     for line in sys.stdin:
         if not line.strip():
             continue
         try:
-            _run_session(json.loads(line), limits, limits["pid_namespace"], emit, next_request)
+            _run_session(json.loads(line), limits, limits["pid_namespace"], emit, next_request, zygote)
         except Exception as e:  # noqa: BLE001 - the worker itself must survive anything
             # The session's cleanup did not finish: this worker is not known clean, so it is replaced.
             emit(END + json.dumps({"stage": "crash", "end": True, "residue": 1,
