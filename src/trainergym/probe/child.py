@@ -782,7 +782,7 @@ class _Zygote:
 
 
 def _run_session(first: dict, limits: dict, in_pid_namespace: bool, emit, next_request, zygote: _Zygote) -> None:
-    """Fork the child for `first` and relay lines both ways until done, timeout or death.
+    """Have the zygote fork the child for `first`, and relay lines both ways until done, timeout or death.
 
     Time limits count only while the job holds the floor (from a request to its answer; the
     library's own time between them does not count), and are of two kinds. `first["timeout"]`
