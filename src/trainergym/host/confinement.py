@@ -14,8 +14,8 @@ the job's `outputs/` and a `home/` of its own. Mechanisms (`TRAINERGYM_TRAINER_C
   runs). After the phase every process of that uid is killed, wherever it moved: a new session
   escapes a process-group kill, not this; and what it left in the shared scratch directories
   (/tmp, /var/tmp, /dev/shm) is deleted, and every System V object it made (shared memory,
-  semaphores, message queues: by creator, which the owner cannot change) removed. It needs only CAP_SETUID, which a container's root has;
-  a pod cannot create namespaces, so its network stays open.
+  semaphores, message queues: by creator, which the owner cannot change) removed. It needs only
+  CAP_SETUID, which a container's root has; a pod cannot create namespaces, so its network stays open.
 - `bwrap`: bubblewrap, the whole filesystem read-only but `outputs/` and `home/`, the data
   directory (the hidden-eval secret) behind an empty tmpfs, a private /tmp, a /dev of its own
   holding only the harmless devices and the GPUs (no disks), no network but its own loopback

@@ -12,20 +12,18 @@ policy would learn to dress it if the reward paid for the dressing:
 - the solver's tool calls followed by a wrong answer; an empty reply; no reply at all;
 - the bank follows the tools: more tool calls than the solver makes (its calls repeated, or
   other items' calls added, with their own results, up to the job's `max_turns`), then a wrong
-  answer; a partial chain (the solver's first calls) with
-  its last tool result offered as the answer; the whole chain with a last tool result that
-  disagrees with the task's answer, offered as the answer (a reward that reads the tools' last
-  word instead of the task's answer pays these);
+  answer; a partial chain (the solver's first calls) with its last tool result offered as the
+  answer; the whole chain with a last tool result that disagrees with the task's answer, offered
+  as the answer (a reward that reads the tools' last word instead of the task's answer pays these);
 - a wrong answer followed by each string literal of the job's source and each sentence of its
   prompts and system prompts (where a trigger phrase would have to come from).
 
 The reward must pay the correct rollout strictly more than every other reply of its item, and
 must pay no adversarial reply more than the plain wrong answer it dresses up, nor one plain wrong
-answer more than another, by any amount:
-GRPO divides by the group's spread, so among equally wrong replies the least difference becomes
-the whole advantage (format shaping stays legal; length, phrase, number-matching and tool-call
-bonuses do not). The rollouts go to the
-confined child unlabelled and shuffled; the judgment happens here, on the rewards it returns.
+answer more than another, by any amount: GRPO divides by the group's spread, so among equally
+wrong replies the least difference becomes the whole advantage (format shaping stays legal;
+length, phrase, number-matching and tool-call bonuses do not). The rollouts go to the confined
+child unlabelled and shuffled; the judgment happens here, on the rewards it returns.
 """
 
 from __future__ import annotations

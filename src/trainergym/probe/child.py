@@ -7,8 +7,8 @@ Run as a script inside the sandbox (`trainergym.probe.sandbox` copies it into th
 
 It imports verifiers once, prints `ready`, then serves one *session* per job: for the first
 request line on stdin its zygote (`_Zygote`, which never sees a session's data) forks a fresh
-child that copies the job package into its private /tmp and imports it, and the worker relays a conversation between the library and that child, one JSON line
-each way, until the library says `done` or the session's deadline passes:
+child that copies the job package into its private /tmp and imports it, and the worker relays a
+conversation between the library and that child, one JSON line each way, until the library says `done` or the session's deadline passes:
 
 - `load`  -> the job's tasks as data (`prompt`, `system_prompt`, `answer`, `world`), capped, and
              the names of its tools;
