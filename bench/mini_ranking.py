@@ -188,8 +188,6 @@ def _train_one(item: dict) -> dict:
     if time.time() > item["deadline"]:
         return {**item["key"], "skipped": "deadline"}
     torch.set_num_threads(1)
-    if item["device"].startswith("cuda"):  # the allocator frees its cache before it takes more than this share
-        torch.cuda.set_per_process_memory_fraction(item["memory_share"])
     family = mini.family_module(item["key"]["family"])
     base, knobs, seed = item["base"], item["knobs"], item["key"]["seed"]
     torch.manual_seed(seed)
@@ -267,8 +265,7 @@ def train(args) -> int:
                     continue
                 work.append({"key": {"family": fam, "job": name, "seed": seed}, "base": base, "knobs": knobs,
                              "tasks": tasks, "reward": job["reward"], "max_new": caps["max_new"], "hidden": hidden,
-                             "public": public, "device": args.device, "deadline": deadline,
-                             "memory_share": 0.9 / args.procs})
+                             "public": public, "device": args.device, "deadline": deadline})
         del model
     if args.device.startswith("cuda"):
         import torch
