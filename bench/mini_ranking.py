@@ -260,7 +260,7 @@ def train(args) -> int:
                 print(json.dumps({"what": "solve", "family": fam, "job": name,
                                   **solve_rate(model, tok, family, tasks, stand_in(job["reward"], family.__name__), knobs,
                                                caps["max_new"], base, args.solve_n, args.device)}), flush=True)
-            for seed in range(args.seeds):
+            for seed in range(args.seeds_of.get(slug(name), args.seeds)):
                 if (fam, name, seed) in done:
                     continue
                 work.append({"key": {"family": fam, "job": name, "seed": seed}, "base": base, "knobs": knobs,
@@ -409,6 +409,8 @@ def main(argv=None) -> int:
     t.add_argument("--families", default="calc_chain,multi_hop,string_pipeline")
     t.add_argument("--jobs", default="", help="comma list of job slugs (default: all)")
     t.add_argument("--seeds", type=int, default=8)
+    t.add_argument("--seeds-of", type=lambda v: {k: int(n) for k, n in (p.split("=") for p in v.split(","))},
+                   default={}, help="per-job seed counts overriding --seeds, e.g. reference=8,lr_x10=2")
     t.add_argument("--procs", type=int, default=16)
     t.add_argument("--scale", default="gpu")
     t.add_argument("--device", default="cuda")
