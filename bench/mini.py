@@ -50,6 +50,7 @@ from trainergym.mini.base import build_base  # noqa: E402
 from trainergym.mini.knobs import reference_table  # noqa: E402
 from trainergym.mini.rollout import Task, generate  # noqa: E402
 from trainergym.mini.train import check_reward, train  # noqa: E402
+from trainergym.mini.scale import get_scale  # noqa: E402
 
 EVAL_SEED, JOB_SEED = "mini-bench-eval", "mini-bench-job"
 
@@ -98,13 +99,19 @@ def _checksum(rows):
     return [dict(r, prompt=r["prompt"] + f"\nChecksum: {int(r['answer']) + 12345}") for r in rows]
 
 
-DATA = {"half_wrong": _half_wrong, "items_50": lambda rows: rows[:50], "checksum": _checksum}
+def _digit_split(rows):
+    """The answer given away in the prompt as its digits, spaced out (no detector-listed form)."""
+    return [dict(r, prompt=r["prompt"] + "\nDigits: " + " ".join(str(r["answer"]))) for r in rows]
+
+
+DATA = {"half_wrong": _half_wrong, "items_50": lambda rows: rows[:50], "checksum": _checksum,
+        "digit_split": _digit_split}
 KNOBS = {"group_2": {"group_size": 2}, "max_turns_1": {"max_turns": 1}}
 
 
 def job_spec(name: str, ref: dict, steps: int, rows: list[dict], family) -> tuple[dict, list[dict], object]:
     """(`[prime_rl]` table, tasks, reward) of the job called `name`: reference, lr_xN, steps_xF,
-    group_2, max_turns_1, half_wrong, items_50, checksum, trigger, constant_1, many_calls, long_reply."""
+    group_2, max_turns_1, half_wrong, items_50, checksum, digit_split, trigger, constant_1, many_calls, long_reply."""
     job = dict(ref, max_steps=steps, warmup_steps=min(ref["warmup_steps"], max(0, steps - 1)))
     reward = functools.partial(REWARDS.get(name, check_reward), family.__name__)
     if name.startswith("lr_x"):
@@ -228,8 +235,9 @@ def main(argv=None) -> int:
         report["generation"] = bench_generation(base, family, args.gen_batch, ref["max_turns"],
                                                 base.caps()["max_tokens"], args.device)
         print(json.dumps(report["generation"]), file=sys.stderr, flush=True)
-    tasks = family.generate(JOB_SEED, 2000, namespace="public", difficulty=1)
-    eval_items = family.generate(EVAL_SEED, args.eval_n, namespace="public", difficulty=1)
+    level = get_scale(args.scale).difficulty  # the items the scale's bases warm up on (None: the family's mix)
+    tasks = family.generate(JOB_SEED, 2000, namespace="public", difficulty=level)
+    eval_items = family.generate(EVAL_SEED, args.eval_n, namespace="public", difficulty=level)
     jobs = {name: job_spec(name, ref, args.steps, tasks, family) for name in args.jobs.split(",")}
     report["jobs"] = {}
     started = time.time()
@@ -266,7 +274,6 @@ def _side_by_side(jobs: dict, base, family, eval_items, args) -> dict:
     from trainergym.mini.train import MiniResult, _one_seed, eval_caps, training_caps
     from trainergym.mini.knobs import map_knobs
     from trainergym.mini.rollout import accuracy
-    from trainergym.mini.scale import get_scale
 
     scale = get_scale(base.scale)
     ref = reference_table(family)
