@@ -645,6 +645,26 @@ def test_a_pod_that_died_while_no_dispatcher_ran_is_billed_until_it_died(tmp_pat
     settled(world, second, attempts_one=False)
 
 
+def test_a_pod_that_died_unseen_is_billed_as_a_lower_bound(tmp_path):
+    # The accepted limit above, said where the figure is read: the ledger's entry for such a pod
+    # names it a lower bound, and no less than its life up to the last sighting is billed.
+    world = World(tmp_path)
+    world.enqueue(1)
+    first = world.dispatcher()
+    first.start()
+    while not any(d.remote_id for d in first.active.values()):
+        first.tick()
+        world.clock.sleep(30)
+    (pod,) = first.pool.live
+    world.provider.pods[pod.id].dies_at = world.clock() + 600
+    world.clock.sleep(5 * 3600)
+    second = world.dispatcher()
+    drain(second)
+    notes = [e["note"] for e in second.pool.ledger.rows() if pod.id in (e["note"] or "")]
+    assert any("lower bound" in n for n in notes), notes
+    assert second.pool.billed_usd() <= world.provider.billed_usd()
+
+
 @pytest.mark.parametrize("step", [-3600.0, 3600.0], ids=["back", "forward"])
 def test_a_restart_after_the_wall_clock_was_stepped(tmp_path, step):
     # The pod's age carries over a restart through wall dates; NTP steps the wall clock an hour

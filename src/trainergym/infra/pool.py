@@ -592,6 +592,8 @@ class PodPool:
             note = f"pod {pod.id} ({pod.gpus}" + (f", asked {pod.rung.gpu_count}x {pod.rung.gpu_type}"
                                                   if (pod.gpu_type, pod.gpu_count) != (pod.rung.gpu_type, pod.rung.gpu_count)
                                                   else "") + f"), {seconds:.0f} s, {reason}"
+            if reason == "vanished":  # billed to its last sighting; it died unseen some time after
+                note += " (a lower bound: billed until last seen alive)"
             self.ledger.record("gpu", usd, source, note=note)
 
     def _bill(self, pod: Pod, seconds: float, reason: str) -> tuple[float, str]:
