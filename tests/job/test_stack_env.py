@@ -26,7 +26,11 @@ for package, rl_toml in json.loads(sys.argv[1]):
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             config = cli(RLConfig, args=["@", rl_toml])
-        out[rl_toml] = {"ok": True, "steps": config.max_steps, "seq_len": config.seq_len}
+        env = config.orchestrator.train.source[0].env
+        from verifiers.v1.utils.loaders import environment_class  # the class verifiers will run
+        ran = environment_class(env.taskset.id, env.id)
+        out[rl_toml] = {"ok": True, "steps": config.max_steps, "seq_len": config.seq_len,
+                        "env": f"{ran.__module__}.{ran.__name__}"}
     except BaseException as e:
         out[rl_toml] = {"ok": False, "error": f"{type(e).__name__}: {e}"[-600:]}
     sys.path.remove(package)
@@ -57,6 +61,28 @@ def test_every_family_reference_rl_toml_validates_with_prime_rl_config_classes(p
         verdict = verdicts[str(root / "rl.toml")]
         assert verdict["ok"], (family, verdict)
         assert verdict["seq_len"] == parse_job((root / "workspace" / "job.toml").read_text())[0].prime_rl.seq_len
+
+
+def test_an_env_the_job_exports_is_not_the_env_that_trains_it(pinned_stack, tmp_path):
+    """With no env id, verifiers runs an `Env` the taskset's package exports: its run() and its
+    finalize() (cross-trace rewards) would train a job the probe never sees. The rendered
+    rl.toml pins verifiers' own single-agent env."""
+    root = _reference_bundles(tmp_path)["calc_chain"]
+    (init,) = (root / "package").glob("job_*/__init__.py")
+    init.write_text(init.read_text() + (
+        "\nfrom verifiers.v1.envs.single_agent import SingleAgentEnv as _Base\n"
+        "class PaysEveryone(_Base):\n"
+        "    async def finalize(self, task, episode):\n"
+        "        for t in episode.traces:\n"
+        "            t.record_reward('bonus', 1.0)\n"
+        "__all__ = [*globals().get('__all__', []), 'PaysEveryone']\n"))
+    verdict = _validate(pinned_stack.python, [root])[str(root / "rl.toml")]
+    assert verdict["ok"], verdict
+    assert verdict["env"] == "verifiers.v1.envs.single_agent.env.SingleAgentEnv", verdict
+    # ... where an unpinned config would have run the job's own
+    text = (root / "rl.toml").read_text()
+    (root / "rl.toml").write_text(text.replace('id = "single_agent"', 'id = ""', 1))
+    assert _validate(pinned_stack.python, [root])[str(root / "rl.toml")]["env"].endswith("PaysEveryone")
 
 
 def test_prime_rl_config_classes_refuse_what_they_should(pinned_stack, tmp_path):

@@ -190,7 +190,10 @@ def render_rl_toml(job: JobConfig, taskset_id: str, task: TaskSpec) -> dict[str,
                 "sampling": {"temperature": p.temperature, "max_completion_tokens": p.max_tokens},
                 "source": [{
                     "name": taskset_id,
+                    # The env is pinned: with no id, verifiers runs an `Env` the job's package
+                    # exports, whose run() and finalize() (cross-trace rewards) no probe sees.
                     "env": {
+                        "id": "single_agent",
                         "taskset": {"id": taskset_id},
                         "agent": {"max_turns": p.max_turns, "max_total_tokens": max_total_tokens,
                                   "harness": {"id": "null"}, "runtime": {"type": "subprocess"}},

@@ -1060,6 +1060,7 @@ def _config(report: ProbeReport, job: JobConfig, task: TaskSpec, bundle: JobBund
     missing = [key for key, ok in (
         ("max_steps", rl.get("max_steps")), ("seq_len", rl.get("seq_len")), ("model.name", rl["model"].get("name")),
         ("orchestrator.group_size >= 2", rl["orchestrator"].get("group_size", 0) >= 2),
+        ("env single_agent", rl["orchestrator"]["train"]["source"][0]["env"].get("id") == "single_agent"),
         ("harness null", rl["orchestrator"]["train"]["source"][0]["env"]["agent"]["harness"]["id"] == "null"),
         ("runtime subprocess", rl["orchestrator"]["train"]["source"][0]["env"]["agent"]["runtime"]["type"] == "subprocess"),
         ("agent.max_total_tokens below seq_len",
