@@ -56,7 +56,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -185,6 +185,7 @@ class Scored(_Answer):
 
     rewards: list[float | None]
     errors: list[str | None]
+    takes_runtime: list[Annotated[str, Field(max_length=200)]] = Field([], max_length=50)
 
 
 class ToolAnswers(_Answer):
@@ -982,6 +983,12 @@ def _rewards(report: ProbeReport, s: _Session) -> None:
     if s.scored is None:
         report.add("rewards", "fail", "the rewards could not be checked: " + (s.malformed or s.end.get("error") or
                    "the probe process stopped answering while scoring"), "rewards must score a rollout quickly and return a number")
+        return
+    if s.scored.takes_runtime:
+        report.add("rewards.runtime", "fail", f"reward {', '.join(repr(n) for n in s.scored.takes_runtime)} takes a "
+                   "`runtime` parameter: verifiers hands it the rollout's runtime in training and nothing where no "
+                   "rollout runs (this probe, offline scoring), so what it pays in training cannot be checked",
+                   "judge the trace alone (`task`, `trace`); keep runtime checks in `validate`")
         return
     rewards, errors = s.rewards()
     v = adversary.judge(s.items, s.cases, rewards, errors, *REWARD_RANGE)

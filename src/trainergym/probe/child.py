@@ -216,6 +216,19 @@ async def _reward(vf, task, calls, reply, timeout: float, about=None, agent=None
     return float(value), None
 
 
+def _takes_runtime(task) -> list[str]:
+    """The rewards and judges of `task` that take a `runtime` parameter. Verifiers hands them the
+    rollout's runtime in training and skips them (or, with a default, hands them nothing) where
+    no rollout runs, as here: what they pay would go unseen."""
+    def takes(fn) -> bool:
+        try:
+            return "runtime" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            return False
+    names = [getattr(fn, "__name__", "?") for fn in task.hooks("reward") if takes(fn)]
+    return names + [str(getattr(j, "reward_name", "judge")) for j in task.plugged_judges() if takes(j.score)]
+
+
 async def answer(job: Job, req: dict) -> dict:
     """One request of a session after `load`."""
     import verifiers.v1 as vf
@@ -231,7 +244,8 @@ async def answer(job: Job, req: dict) -> dict:
             value, error = await _reward(vf, tasks[r["task"]], r["calls"], r["reply"], timeout, abouts[r["task"]], agent)
             rewards.append(value)
             errors.append(error)
-        return {"rewards": rewards, "errors": errors}
+        takes_runtime = sorted({name for task in tasks for name in _takes_runtime(task)})
+        return {"rewards": rewards, "errors": errors, "takes_runtime": takes_runtime[:50]}
     if req["op"] == "tools":
         results = []
         for r in req["items"]:
