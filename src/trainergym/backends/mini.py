@@ -272,8 +272,9 @@ class ConfinedReward:
     session of its own on first use, loads the job again and checks that it yields the same tasks
     (else it sends each task's data along, as the probe does for fresh items)."""
 
-    def __init__(self, package_dir: Path, module: str, max_tasks: int, cpu_seconds: float, notes_dir: Path):
-        self.package_dir, self.module, self.max_tasks = Path(package_dir), module, max_tasks
+    def __init__(self, package_dir: Path, module: str, max_tasks: int, cpu_seconds: float, notes_dir: Path,
+                 model: str | None = None):
+        self.package_dir, self.module, self.max_tasks, self.model = Path(package_dir), module, max_tasks, model
         self.cpu_seconds, self.notes_dir = cpu_seconds, Path(notes_dir)
         self.rows: list[dict] = []
         self.cancel_file = self.notes_dir / "cancelled"
@@ -320,7 +321,7 @@ class ConfinedReward:
         slots: dict[int, int] = {}
         for t in tasks:
             slots.setdefault(int(t.id), len(slots))
-        request = {"op": "score", "timeout": REWARD_CALL_SECONDS,
+        request = {"op": "score", "timeout": REWARD_CALL_SECONDS, "model": self.model,  # the policy, as training names it
                    "tasks": [{"base": i, "data": {} if self._same else
                               {"prompt": self.rows[i]["prompt"], "answer": self.rows[i]["answer"],
                                **({"world": self.rows[i]["world"]} if self.rows[i]["world"] is not None else {})}}
@@ -473,7 +474,7 @@ class MiniBackend:
         p = bundle.job.prime_rl
         rollouts = self.seeds * p.max_steps * p.batch_size  # at most: one session may serve every seed
         reward = ConfinedReward(bundle.root / "package", bundle.manifest.taskset_id, task.bounds.max_items,
-                                SESSION_CPU_BASE + SESSION_CPU_PER_ROLLOUT * rollouts, notes)
+                                SESSION_CPU_BASE + SESSION_CPU_PER_ROLLOUT * rollouts, notes, bundle.job.job.base_model)
         try:
             rows = reward.open()
         except BackendUnavailable as e:

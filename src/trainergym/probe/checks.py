@@ -532,7 +532,7 @@ class _Session:
         self.rng.shuffle(tasks)  # the tasks too: their order says nothing of which are fresh
         slot = {item: k for k, item in enumerate(tasks)}
         rollouts = [{"task": slot[c.item], "calls": c.calls, "reply": c.reply} for c in (self.cases[k] for k in self.order)]
-        return {"op": "score", "timeout": CALL_SECONDS, "rollouts": rollouts,
+        return {"op": "score", "timeout": CALL_SECONDS, "rollouts": rollouts, "model": self.job.job.base_model,
                 "tasks": [{"base": self.items[i].base, "data": self.items[i].data} for i in tasks]}
 
     def rewards(self) -> tuple[list[float | None], list[str | None]]:

@@ -170,24 +170,53 @@ def _advertised(servers: list) -> dict:
     return tools
 
 
-def _trace(vf, task, calls: list[dict], reply: str | None, about=None, agent=None):
+def _trace(vf, task, calls: list[dict], reply: str | None, about=None, agent=None, model: str | None = None):
     """A finished rollout for `task`: the prompt, the given tool calls and results, then a
     final assistant reply (None: an untouched trace with no model turn at all). `about` (the
-    task's `vf.TraceTask`) and `agent` (`vf.AgentInfo`) may be given, made once for many."""
-    from verifiers.v1.graph import MessageNode
+    task's `vf.TraceTask`) and `agent` (`vf.AgentInfo`) may be given, made once for many.
 
-    nodes = []
+    Shaped as a training rollout's trace is when its rewards run: one model call recorded per
+    sampled turn (the policy `model`, token usage, the time it took), the agent's phase timed,
+    and the agent stamped as training stamps it (`_agent`), so a reward cannot tell this trace
+    from training's by an empty `calls`, a zero timing or an untrainable agent. What still
+    differs (token ids, the runtime) is docs/mock-backend.md's "what no probe can see"."""
+    from verifiers.v1.graph import MessageNode
+    from verifiers.v1.trace import ModelCall, TimeSpan
+    from verifiers.v1.types import Usage
+
+    nodes, made = [], []
+    now = time.time()
+    seen = 0  # characters of context before each call
+
+    def add(message, sampled: bool = False, finish=None) -> None:
+        nonlocal seen
+        text = str(getattr(message, "content", "") or "") + "".join(
+            tc.name + tc.arguments for tc in (getattr(message, "tool_calls", None) or []))
+        nodes.append(MessageNode(parent=len(nodes) - 1 if nodes else None, message=message, sampled=sampled))
+        if sampled:
+            start = now - 0.05 * (2 * len(calls) + 2 - len(made))
+            made.append(ModelCall(node=len(nodes) - 1, model=model, endpoint="/chat/completions", finish_reason=finish,
+                                  usage=Usage(prompt_tokens=1 + seen // 4, completion_tokens=1 + len(text) // 4),
+                                  time=TimeSpan(start=start, end=start + 0.02 + len(text) / 4000)))
+        seen += len(text) + 16
+
     if task.data.system_prompt:
-        nodes.append(MessageNode(message=vf.SystemMessage(content=task.data.system_prompt)))
-    nodes.append(MessageNode(parent=len(nodes) - 1 if nodes else None, message=vf.UserMessage(content=task.data.prompt_text)))
+        add(vf.SystemMessage(content=task.data.system_prompt))
+    add(vf.UserMessage(content=task.data.prompt_text))
     if reply is not None:
         for i, call in enumerate(calls):
             tc = vf.ToolCall(id=f"call_{i}", name=call["tool"], arguments=json.dumps(call["arguments"]))
-            nodes.append(MessageNode(parent=len(nodes) - 1, message=vf.AssistantMessage(content="", tool_calls=[tc]), sampled=True))
-            nodes.append(MessageNode(parent=len(nodes) - 1, message=vf.ToolMessage(tool_call_id=tc.id, content=call["result"], name=call["tool"])))
-        nodes.append(MessageNode(parent=len(nodes) - 1, message=vf.AssistantMessage(content=reply), sampled=True))
-    return vf.Trace(task=_about(vf, task) if about is None else about, agent=_agent(vf) if agent is None else agent,
-                    nodes=nodes)
+            add(vf.AssistantMessage(content="", tool_calls=[tc]), sampled=True, finish="tool_calls")
+            add(vf.ToolMessage(tool_call_id=tc.id, content=call["result"], name=call["tool"]))
+        add(vf.AssistantMessage(content=reply), sampled=True, finish="stop")
+    trace = vf.Trace(task=_about(vf, task) if about is None else about, agent=_agent(vf, model) if agent is None else agent,
+                     nodes=nodes, calls=made)
+    began = made[0].time.start if made else now
+    trace.timing.start = began - 0.3
+    trace.timing.setup.start, trace.timing.setup.end = began - 0.3, began - 0.01
+    trace.timing.agent.start, trace.timing.agent.end = began, now
+    trace.timing.finalize.start = trace.timing.finalize.end = trace.timing.scoring.start = now
+    return trace
 
 
 def _about(vf, task):
@@ -195,13 +224,15 @@ def _about(vf, task):
     return vf.TraceTask(type=type(task).__name__, data=task.data, key=task.key, hash=task.hash)
 
 
-def _agent(vf):
-    """The agent as a probe rollout's trace records it."""
-    return vf.AgentInfo(config=vf.AgentConfig(), name="rollout", trainable=False)
+def _agent(vf, model: str | None = None):
+    """The agent as training stamps a rollout's trace: verifiers' single-agent env names it
+    `agent` and it trains the policy (`trainable`); its config names the policy's model."""
+    return vf.AgentInfo(config=vf.AgentConfig(model=model), name="agent", trainable=True)
 
 
-async def _reward(vf, task, calls, reply, timeout: float, about=None, agent=None) -> tuple[float | None, str | None]:
-    trace = _trace(vf, task, calls, reply, about, agent)
+async def _reward(vf, task, calls, reply, timeout: float, about=None, agent=None,
+                  model: str | None = None) -> tuple[float | None, str | None]:
+    trace = _trace(vf, task, calls, reply, about, agent, model)
     try:
         await asyncio.wait_for(task.score(trace), timeout)
     except Exception as e:  # noqa: BLE001 - a raising reward is a finding, not a crash
@@ -239,9 +270,11 @@ async def answer(job: Job, req: dict) -> dict:
         tasks = [job.task(t["base"], t["data"]) for t in req["tasks"]]
         # Once per task and per request, not per rollout: what every trace of a task records of it
         # (its data, key and hash) and of the agent.
-        abouts, agent = [_about(vf, task) for task in tasks], _agent(vf)
+        model = req.get("model")
+        abouts, agent = [_about(vf, task) for task in tasks], _agent(vf, model)
         for r in req["rollouts"]:
-            value, error = await _reward(vf, tasks[r["task"]], r["calls"], r["reply"], timeout, abouts[r["task"]], agent)
+            value, error = await _reward(vf, tasks[r["task"]], r["calls"], r["reply"], timeout, abouts[r["task"]], agent,
+                                         model)
             rewards.append(value)
             errors.append(error)
         takes_runtime = sorted({name for task in tasks for name in _takes_runtime(task)})
