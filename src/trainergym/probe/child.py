@@ -95,6 +95,7 @@ class Job:
         self.config = taskset_config_type(module)(id=module)
         self.taskset = self.cls(self.config)
         self.tasks: list = []
+        self._specs: dict = {}
 
     def load(self, cap: int) -> dict:
         """Up to `cap` tasks as data; `more` says whether the taskset yielded more."""
@@ -128,6 +129,29 @@ class Job:
     def toolsets(self, task) -> list:
         """The toolsets the job gives `task`: its taskset's, then the task type's."""
         return list(self.cls.toolsets(self.config)) + list(type(task).toolsets(task.config))
+
+    async def tool_specs(self, task) -> list:
+        """The tools as training offers them to the model, for `trace.tools`: verifiers' harness
+        lists each server's tools over MCP (`<server>_<tool>`, the description, the input schema
+        FastMCP derives), so they are listed here by the same registration. Once per task type."""
+        specs = self._specs.get(type(task))
+        if specs is None:
+            from verifiers.v1.types import Tool
+
+            try:
+                from mcp.server.fastmcp import FastMCP as Server  # verifiers a60a606's mcp
+            except ImportError:
+                from mcp.server.mcpserver import MCPServer as Server  # 0.4.0's
+            specs = []
+            for server in self.toolsets(task):
+                mcp = Server("tools")
+                server.register(mcp)
+                for t in await mcp.list_tools():
+                    name = f"{server.server_name}_{t.name}" if server.server_name else t.name
+                    schema = getattr(t, "inputSchema", None) or getattr(t, "input_schema", None) or {}
+                    specs.append(Tool(name=name, description=t.description or "", parameters=schema))
+            self._specs[type(task)] = specs
+        return specs
 
     def tool_names(self) -> list[dict]:
         """The tools the job advertises (for its first task), with their parameter names."""
@@ -170,15 +194,17 @@ def _advertised(servers: list) -> dict:
     return tools
 
 
-def _trace(vf, task, calls: list[dict], reply: str | None, about=None, agent=None, model: str | None = None):
+def _trace(vf, task, calls: list[dict], reply: str | None, about=None, agent=None, model: str | None = None,
+           tools: list | None = None):
     """A finished rollout for `task`: the prompt, the given tool calls and results, then a
     final assistant reply (None: an untouched trace with no model turn at all). `about` (the
     task's `vf.TraceTask`) and `agent` (`vf.AgentInfo`) may be given, made once for many.
 
     Shaped as a training rollout's trace is when its rewards run: one model call recorded per
-    sampled turn (the policy `model`, token usage, the time it took), the agent's phase timed,
-    and the agent stamped as training stamps it (`_agent`), so a reward cannot tell this trace
-    from training's by an empty `calls`, a zero timing or an untrainable agent. What still
+    sampled turn (the policy `model`, token usage, the time it took), the tools the model was
+    offered (`tools`, from `Job.tool_specs`), the agent's phase timed, and the agent stamped as
+    training stamps it (`_agent`), so a reward cannot tell this trace from training's by an empty
+    `calls` or `tools`, a zero timing or an untrainable agent. What still
     differs (token ids, the runtime) is docs/mock-backend.md's "what no probe can see"."""
     from verifiers.v1.graph import MessageNode
     from verifiers.v1.trace import ModelCall, TimeSpan
@@ -212,7 +238,7 @@ def _trace(vf, task, calls: list[dict], reply: str | None, about=None, agent=Non
             add(vf.ToolMessage(tool_call_id=tc.id, content=call["result"], name=call["tool"]))
         add(vf.AssistantMessage(content=reply), sampled=True, finish="stop")
     trace = vf.Trace(task=_about(vf, task) if about is None else about, agent=_agent(vf, model) if agent is None else agent,
-                     nodes=nodes, calls=made)
+                     nodes=nodes, calls=made, tools=list(tools or []))
     began = made[0].time.start if made else now
     trace.timing.start = began - 0.3
     trace.timing.setup.start, trace.timing.setup.end = began - 0.3, began - 0.01
@@ -233,8 +259,8 @@ def _agent(vf, model: str | None = None):
 
 
 async def _reward(vf, task, calls, reply, timeout: float, about=None, agent=None,
-                  model: str | None = None) -> tuple[float | None, str | None]:
-    trace = _trace(vf, task, calls, reply, about, agent, model)
+                  model: str | None = None, tools: list | None = None) -> tuple[float | None, str | None]:
+    trace = _trace(vf, task, calls, reply, about, agent, model, tools)
     try:
         await asyncio.wait_for(task.score(trace), timeout)
     except Exception as e:  # noqa: BLE001 - a raising reward is a finding, not a crash
@@ -274,9 +300,13 @@ async def answer(job: Job, req: dict) -> dict:
         # (its data, key and hash) and of the agent.
         model = req.get("model")
         abouts, agent = [_about(vf, task) for task in tasks], _agent(vf, model)
+        try:
+            specs = [await job.tool_specs(task) for task in tasks]
+        except Exception:  # noqa: BLE001 - toolsets that fail to build are the tools check's finding
+            specs = [[] for _ in tasks]
         for r in req["rollouts"]:
             value, error = await _reward(vf, tasks[r["task"]], r["calls"], r["reply"], timeout, abouts[r["task"]], agent,
-                                         model)
+                                         model, specs[r["task"]])
             rewards.append(value)
             errors.append(error)
         takes_runtime = sorted({name for task in tasks for name in _takes_runtime(task)})
