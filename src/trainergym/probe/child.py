@@ -952,6 +952,9 @@ def serve(limits: dict) -> None:
     import verifiers.v1.utils.decorators  # noqa: F401
     import verifiers.v1.utils.loaders  # noqa: F401
 
+    for server in ("mcp.server.fastmcp", "mcp.server.mcpserver"):  # Job.tool_specs registers tools on one
+        with contextlib.suppress(ImportError):
+            __import__(server)
     with contextlib.suppress(ImportError):  # prime-rl's config classes, in its stack only
         import prime_rl.configs.rl  # noqa: F401
         import pydantic_config  # noqa: F401
