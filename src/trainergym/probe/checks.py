@@ -532,7 +532,9 @@ class _Session:
         self.rng.shuffle(tasks)  # the tasks too: their order says nothing of which are fresh
         slot = {item: k for k, item in enumerate(tasks)}
         rollouts = [{"task": slot[c.item], "calls": c.calls, "reply": c.reply} for c in (self.cases[k] for k in self.order)]
+        p = self.job.prime_rl
         return {"op": "score", "timeout": CALL_SECONDS, "rollouts": rollouts, "model": self.job.job.base_model,
+                "sampling": {"temperature": p.temperature, "max_tokens": p.max_tokens},
                 "tasks": [{"base": self.items[i].base, "data": self.items[i].data} for i in tasks]}
 
     def rewards(self) -> tuple[list[float | None], list[str | None]]:
@@ -985,10 +987,11 @@ def _rewards(report: ProbeReport, s: _Session) -> None:
                    "the probe process stopped answering while scoring"), "rewards must score a rollout quickly and return a number")
         return
     if s.scored.takes_runtime:
-        report.add("rewards.runtime", "fail", f"reward {', '.join(repr(n) for n in s.scored.takes_runtime)} takes a "
-                   "`runtime` parameter: verifiers hands it the rollout's runtime in training and nothing where no "
-                   "rollout runs (this probe, offline scoring), so what it pays in training cannot be checked",
-                   "judge the trace alone (`task`, `trace`); keep runtime checks in `validate`")
+        report.add("rewards.runtime", "fail", f"{', '.join(repr(n) for n in s.scored.takes_runtime)} run only inside "
+                   "a training rollout (a reward or judge taking a `runtime` parameter, or an override of a Task "
+                   "method the rollout calls around scoring): the probe scores finished traces, as offline scoring "
+                   "does, so what they do in training cannot be checked",
+                   "judge the trace alone (`task`, `trace`) in @vf.reward methods; keep runtime checks in `validate`")
         return
     rewards, errors = s.rewards()
     v = adversary.judge(s.items, s.cases, rewards, errors, *REWARD_RANGE)

@@ -195,55 +195,66 @@ def _advertised(servers: list) -> dict:
 
 
 def _trace(vf, task, calls: list[dict], reply: str | None, about=None, agent=None, model: str | None = None,
-           tools: list | None = None):
+           tools: list | None = None, sampled: dict | None = None):
     """A finished rollout for `task`: the prompt, the given tool calls and results, then a
     final assistant reply (None: an untouched trace with no model turn at all). `about` (the
     task's `vf.TraceTask`) and `agent` (`vf.AgentInfo`) may be given, made once for many.
 
     Shaped as a training rollout's trace is when its rewards run: one model call recorded per
-    sampled turn (the policy `model`, token usage, the time it took), the tools the model was
+    sampled turn (the policy `model`, its `sampled` settings, token usage, the time it took; call
+    ids as vLLM writes them), the task's own State type, the tools the model was
     offered (`tools`, from `Job.tool_specs`), the agent's phase timed, and the agent stamped as
-    training stamps it (`_agent`), so a reward cannot tell this trace from training's by an empty
-    `calls` or `tools`, a zero timing or an untrainable agent. What still
+    training stamps it (`_agent`, with a subprocess runtime's record), so a reward cannot tell this
+    trace from training's by an empty `calls` or `tools`, a zero timing, a bare State or an
+    untrainable agent. What still
     differs (token ids, the runtime) is docs/mock-backend.md's "what no probe can see"."""
     from verifiers.v1.graph import MessageNode
+    from verifiers.v1.state import state_cls
     from verifiers.v1.trace import ModelCall, TimeSpan
-    from verifiers.v1.types import Usage
+    from verifiers.v1.types import SamplingConfig, Usage
 
     nodes, made = [], []
     now = time.time()
+    turns = 2 * len(calls) + 2
     seen = 0  # characters of context before each call
+    sampling = SamplingConfig.model_construct(**(sampled or {})) if sampled else None
 
     def add(message, sampled: bool = False, finish=None) -> None:
         nonlocal seen
         text = str(getattr(message, "content", "") or "") + "".join(
             tc.name + tc.arguments for tc in (getattr(message, "tool_calls", None) or []))
-        nodes.append(MessageNode(parent=len(nodes) - 1 if nodes else None, message=message, sampled=sampled))
+        at = now - 0.05 * (turns - len(nodes))  # a turn's node when it was committed, as a rollout's
+        nodes.append(MessageNode(parent=len(nodes) - 1 if nodes else None, message=message, sampled=sampled,
+                                 timestamp=at))
         if sampled:
-            start = now - 0.05 * (2 * len(calls) + 2 - len(made))
             # model_construct: these values are ours and well-typed; validating each costs the warm probe ~10%
             made.append(ModelCall.model_construct(
-                node=len(nodes) - 1, model=model, endpoint="/chat/completions", finish_reason=finish,
+                node=len(nodes) - 1, model=model, sampling=sampling, endpoint="/chat/completions", finish_reason=finish,
                 usage=Usage.model_construct(prompt_tokens=1 + seen // 4, completion_tokens=1 + len(text) // 4),
-                time=TimeSpan.model_construct(start=start, end=start + 0.02 + len(text) / 4000)))
+                time=TimeSpan.model_construct(start=at - 0.02 - len(text) / 4000, end=at)))
         seen += len(text) + 16
 
     if task.data.system_prompt:
         add(vf.SystemMessage(content=task.data.system_prompt))
     add(vf.UserMessage(content=task.data.prompt_text))
     if reply is not None:
-        for i, call in enumerate(calls):
-            tc = vf.ToolCall(id=f"call_{i}", name=call["tool"], arguments=json.dumps(call["arguments"]))
+        for call in calls:
+            # vLLM's hermes parser names calls `chatcmpl-tool-<hex>`
+            tc = vf.ToolCall(id=f"chatcmpl-tool-{os.urandom(16).hex()}", name=call["tool"],
+                             arguments=json.dumps(call["arguments"]))
             add(vf.AssistantMessage(content="", tool_calls=[tc]), sampled=True, finish="tool_calls")
             add(vf.ToolMessage(tool_call_id=tc.id, content=call["result"], name=call["tool"]))
         add(vf.AssistantMessage(content=reply), sampled=True, finish="stop")
     trace = vf.Trace(task=_about(vf, task) if about is None else about, agent=_agent(vf, model) if agent is None else agent,
-                     nodes=nodes, calls=made, tools=list(tools or []))
+                     nodes=nodes, calls=made, tools=list(tools or []), state=state_cls(type(task))())
     began = made[0].time.start if made else now
-    trace.timing.start = began - 0.3
-    trace.timing.setup.start, trace.timing.setup.end = began - 0.3, began - 0.01
-    trace.timing.agent.start, trace.timing.agent.end = began, now
-    trace.timing.finalize.start = trace.timing.finalize.end = trace.timing.scoring.start = now
+    timing = trace.timing
+    timing.start = began - 0.9
+    timing.boot.start, timing.boot.end = began - 0.9, began - 0.5
+    timing.setup.start, timing.setup.end = began - 0.5, began - 0.01
+    timing.agent.start, timing.agent.end = began, now
+    timing.finalize.start, timing.finalize.end = now, now + 0.002
+    timing.scoring.start = now + 0.002
     return trace
 
 
@@ -255,12 +266,19 @@ def _about(vf, task):
 def _agent(vf, model: str | None = None):
     """The agent as training stamps a rollout's trace: verifiers' single-agent env names it
     `agent` and it trains the policy (`trainable`); its config names the policy's model."""
-    return vf.AgentInfo(config=vf.AgentConfig(model=model), name="agent", trainable=True)
+    try:  # the rendered rl.toml runs each rollout in a subprocess runtime, which records its workdir
+        from verifiers.v1.runtimes.subprocess import SubprocessRuntimeInfo
+
+        runtime = SubprocessRuntimeInfo(id=os.path.join(os.path.expanduser("~/.cache/verifiers/runtimes/subprocess"),
+                                                        os.urandom(6).hex()))
+    except (ImportError, TypeError, ValueError):
+        runtime = None
+    return vf.AgentInfo(config=vf.AgentConfig(model=model), runtime=runtime, name="agent", trainable=True)
 
 
-async def _reward(vf, task, calls, reply, timeout: float, about=None, agent=None,
-                  model: str | None = None, tools: list | None = None) -> tuple[float | None, str | None]:
-    trace = _trace(vf, task, calls, reply, about, agent, model, tools)
+async def _reward(vf, task, calls, reply, timeout: float, about=None, agent=None, model: str | None = None,
+                  tools: list | None = None, sampled: dict | None = None) -> tuple[float | None, str | None]:
+    trace = _trace(vf, task, calls, reply, about, agent, model, tools, sampled)
     try:
         await asyncio.wait_for(task.score(trace), timeout)
     except Exception as e:  # noqa: BLE001 - a raising reward is a finding, not a crash
@@ -275,17 +293,30 @@ async def _reward(vf, task, calls, reply, timeout: float, about=None, agent=None
     return float(value), None
 
 
-def _takes_runtime(task) -> list[str]:
-    """The rewards and judges of `task` that take a `runtime` parameter. Verifiers hands them the
-    rollout's runtime in training and skips them (or, with a default, hands them nothing) where
-    no rollout runs, as here: what they pay would go unseen."""
+# Task methods verifiers calls only inside a rollout (or with its runtime), or that decide what
+# scoring runs: a job that overrides one can act in training where the probe never looks.
+ROLLOUT_HOOKS = ("setup", "finalize", "runtime_env", "score", "hooks", "plugged_judges", "__getattribute__",
+                 "__getattr__")
+
+
+def _rollout_only(task) -> list[str]:
+    """What of `task` runs only inside a training rollout, so that what it pays there goes
+    unseen here: rewards and judges taking a `runtime` parameter (verifiers hands them the
+    rollout's runtime in training and skips them, or hands them nothing, where no rollout runs),
+    and overrides of the Task methods a rollout calls around scoring (`ROLLOUT_HOOKS`)."""
     def takes(fn) -> bool:
         try:
             return "runtime" in inspect.signature(fn).parameters
         except (TypeError, ValueError):
             return False
     names = [getattr(fn, "__name__", "?") for fn in task.hooks("reward") if takes(fn)]
-    return names + [str(getattr(j, "reward_name", "judge")) for j in task.plugged_judges() if takes(j.score)]
+    names += [str(getattr(j, "reward_name", "judge")) for j in task.plugged_judges() if takes(j.score)]
+    for hook in ROLLOUT_HOOKS:
+        owner = next((c for c in type(task).__mro__ if hook in vars(c)), None)
+        if hook in getattr(task, "__dict__", {}) or (owner is not None and owner is not object
+                                                      and not owner.__module__.startswith(("verifiers.", "pydantic"))):
+            names.append(f"{type(task).__name__}.{hook}")
+    return names
 
 
 async def answer(job: Job, req: dict) -> dict:
@@ -306,10 +337,10 @@ async def answer(job: Job, req: dict) -> dict:
             specs = [[] for _ in tasks]
         for r in req["rollouts"]:
             value, error = await _reward(vf, tasks[r["task"]], r["calls"], r["reply"], timeout, abouts[r["task"]], agent,
-                                         model, specs[r["task"]])
+                                         model, specs[r["task"]], req.get("sampling"))
             rewards.append(value)
             errors.append(error)
-        takes_runtime = sorted({name for task in tasks for name in _takes_runtime(task)})
+        takes_runtime = sorted({name for task in tasks for name in _rollout_only(task)})
         return {"rewards": rewards, "errors": errors, "takes_runtime": takes_runtime[:50]}
     if req["op"] == "tools":
         results = []
