@@ -185,7 +185,7 @@ class Scored(_Answer):
 
     rewards: list[float | None]
     errors: list[str | None]
-    takes_runtime: list[Annotated[str, Field(max_length=200)]] = Field([], max_length=50)
+    rollout_only: list[Annotated[str, Field(max_length=200)]] = Field([], max_length=50)
 
 
 class ToolAnswers(_Answer):
@@ -986,8 +986,8 @@ def _rewards(report: ProbeReport, s: _Session) -> None:
         report.add("rewards", "fail", "the rewards could not be checked: " + (s.malformed or s.end.get("error") or
                    "the probe process stopped answering while scoring"), "rewards must score a rollout quickly and return a number")
         return
-    if s.scored.takes_runtime:
-        report.add("rewards.runtime", "fail", f"{', '.join(repr(n) for n in s.scored.takes_runtime)} run only inside "
+    if s.scored.rollout_only:
+        report.add("rewards.runtime", "fail", f"{', '.join(repr(n) for n in s.scored.rollout_only)} run only inside "
                    "a training rollout (a reward or judge taking a `runtime` parameter, or an override of a Task "
                    "method the rollout calls around scoring): the probe scores finished traces, as offline scoring "
                    "does, so what they do in training cannot be checked",

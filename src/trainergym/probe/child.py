@@ -195,19 +195,18 @@ def _advertised(servers: list) -> dict:
 
 
 def _trace(vf, task, calls: list[dict], reply: str | None, about=None, agent=None, model: str | None = None,
-           tools: list | None = None, sampled: dict | None = None):
+           tools: list | None = None, knobs: dict | None = None):
     """A finished rollout for `task`: the prompt, the given tool calls and results, then a
     final assistant reply (None: an untouched trace with no model turn at all). `about` (the
     task's `vf.TraceTask`) and `agent` (`vf.AgentInfo`) may be given, made once for many.
 
     Shaped as a training rollout's trace is when its rewards run: one model call recorded per
-    sampled turn (the policy `model`, its `sampled` settings, token usage, the time it took; call
+    sampled turn (the policy `model`, its sampling `knobs`, token usage, the time it took; call
     ids as vLLM writes them), the task's own State type, the tools the model was
     offered (`tools`, from `Job.tool_specs`), the agent's phase timed, and the agent stamped as
     training stamps it (`_agent`, with a subprocess runtime's record), so a reward cannot tell this
     trace from training's by an empty `calls` or `tools`, a zero timing, a bare State or an
-    untrainable agent. What still
-    differs (token ids, the runtime) is docs/mock-backend.md's "what no probe can see"."""
+    untrainable agent. What still differs: docs/design.md, "What a reward sees, as in training"."""
     from verifiers.v1.graph import MessageNode
     from verifiers.v1.state import state_cls
     from verifiers.v1.trace import ModelCall, TimeSpan
@@ -217,7 +216,7 @@ def _trace(vf, task, calls: list[dict], reply: str | None, about=None, agent=Non
     now = time.time()
     turns = 2 * len(calls) + 2
     seen = 0  # characters of context before each call
-    sampling = SamplingConfig.model_construct(**(sampled or {})) if sampled else None
+    sampling = SamplingConfig.model_construct(**knobs) if knobs else None
 
     def add(message, sampled: bool = False, finish=None) -> None:
         nonlocal seen
@@ -277,8 +276,8 @@ def _agent(vf, model: str | None = None):
 
 
 async def _reward(vf, task, calls, reply, timeout: float, about=None, agent=None, model: str | None = None,
-                  tools: list | None = None, sampled: dict | None = None) -> tuple[float | None, str | None]:
-    trace = _trace(vf, task, calls, reply, about, agent, model, tools, sampled)
+                  tools: list | None = None, knobs: dict | None = None) -> tuple[float | None, str | None]:
+    trace = _trace(vf, task, calls, reply, about, agent, model, tools, knobs)
     try:
         await asyncio.wait_for(task.score(trace), timeout)
     except Exception as e:  # noqa: BLE001 - a raising reward is a finding, not a crash
@@ -340,8 +339,8 @@ async def answer(job: Job, req: dict) -> dict:
                                          model, specs[r["task"]], req.get("sampling"))
             rewards.append(value)
             errors.append(error)
-        takes_runtime = sorted({name for task in tasks for name in _rollout_only(task)})
-        return {"rewards": rewards, "errors": errors, "takes_runtime": takes_runtime[:50]}
+        rollout_only = sorted({name for task in tasks for name in _rollout_only(task)})
+        return {"rewards": rewards, "errors": errors, "rollout_only": rollout_only[:50]}
     if req["op"] == "tools":
         results = []
         for r in req["items"]:
