@@ -312,10 +312,22 @@ def _rollout_only(task) -> list[str]:
     names += [str(getattr(j, "reward_name", "judge")) for j in task.plugged_judges() if takes(j.score)]
     for hook in ROLLOUT_HOOKS:
         owner = next((c for c in type(task).__mro__ if hook in vars(c)), None)
-        if hook in getattr(task, "__dict__", {}) or (owner is not None and owner is not object
-                                                      and not owner.__module__.startswith(("verifiers.", "pydantic"))):
+        if (hook in getattr(task, "__dict__", {}) or owner in _PRISTINE and vars(owner).get(hook) is not _PRISTINE[owner].get(hook)
+                or owner is not None and owner not in _PRISTINE and not owner.__module__.startswith("verifiers.")):
             names.append(f"{type(task).__name__}.{hook}")
     return names
+
+
+# The base classes' own methods, as the worker imported them, before any job's code ran: a job
+# that patches `vf.Task.score` itself (not a subclass) changes it in training too.
+_PRISTINE: dict[type, dict] = {}
+
+
+def _remember_pristine() -> None:
+    import verifiers.v1 as vf
+
+    for cls in (vf.Task, object):
+        _PRISTINE[cls] = {hook: vars(cls).get(hook) for hook in ROLLOUT_HOOKS}
 
 
 async def answer(job: Job, req: dict) -> dict:
@@ -1014,6 +1026,7 @@ def serve(limits: dict) -> None:
     if refused:
         emit(f"not ready: {refused}")
         return
+    _remember_pristine()
     zygote = _Zygote(limits)  # before any session's data reaches this process, and before the library counts ours
     emit("ready")
     for line in sys.stdin:
