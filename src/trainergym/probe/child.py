@@ -299,35 +299,73 @@ ROLLOUT_HOOKS = ("setup", "finalize", "runtime_env", "score", "hooks", "plugged_
 
 
 def _rollout_only(task) -> list[str]:
-    """What of `task` runs only inside a training rollout, so that what it pays there goes
-    unseen here: rewards and judges taking a `runtime` parameter (verifiers hands them the
-    rollout's runtime in training and skips them, or hands them nothing, where no rollout runs),
-    and overrides of the Task methods a rollout calls around scoring (`ROLLOUT_HOOKS`)."""
+    """What of `task` runs only inside a training rollout, so that what it does there goes
+    unseen here: rewards, metrics and judges taking a `runtime` parameter (verifiers hands them
+    the rollout's runtime in training and skips them, or hands them nothing, where no rollout
+    runs; a metric runs before the rewards and can mark the trace for them), `@vf.stop` and
+    `@vf.intercept` hooks (asked only around live model calls), overrides of the Task methods a
+    rollout calls around scoring (`ROLLOUT_HOOKS`). See also `_patched`."""
+    from verifiers.v1.utils.decorators import discover_decorated
+
     def takes(fn) -> bool:
         try:
             return "runtime" in inspect.signature(fn).parameters
         except (TypeError, ValueError):
             return False
-    names = [getattr(fn, "__name__", "?") for fn in task.hooks("reward") if takes(fn)]
+    names = [getattr(fn, "__name__", "?") for kind in ("reward", "metric") for fn in task.hooks(kind) if takes(fn)]
     names += [str(getattr(j, "reward_name", "judge")) for j in task.plugged_judges() if takes(j.score)]
+    names += [f"@{kind} {getattr(fn, '__name__', '?')}" for kind in ("stop", "intercept")
+              for fn in discover_decorated(task, kind)]
     for hook in ROLLOUT_HOOKS:
         owner = next((c for c in type(task).__mro__ if hook in vars(c)), None)
-        if (hook in getattr(task, "__dict__", {}) or owner in _PRISTINE and vars(owner).get(hook) is not _PRISTINE[owner].get(hook)
-                or owner is not None and owner not in _PRISTINE and not owner.__module__.startswith("verifiers.")):
+        if hook in getattr(task, "__dict__", {}) or owner is not None and owner is not object and \
+                not owner.__module__.startswith("verifiers."):
             names.append(f"{type(task).__name__}.{hook}")
     return names
 
 
-# The base classes' own methods, as the worker imported them, before any job's code ran: a job
-# that patches `vf.Task.score` itself (not a subclass) changes it in training too.
-_PRISTINE: dict[type, dict] = {}
+# verifiers' own classes and module functions as the worker imported them, before any job ran:
+# a job that replaces one (`vf.Task.score`, `Rollout.close`, `Harness.score`) replaces it in
+# training's process too, where the rollout calls it.
+_PRISTINE: dict[str, tuple] = {}
+
+
+def _members(module) -> dict[str, object]:
+    """A module's functions and its classes' methods (not data: pydantic rebuilds its own)."""
+    code = (staticmethod, classmethod, property)
+    out = {}
+    for name, value in list(vars(module).items()):
+        if isinstance(value, type) and value.__module__ == module.__name__:
+            out.update({f"{name}.{k}": v for k, v in list(vars(value).items())
+                        if inspect.isfunction(v) or isinstance(v, code)})
+        elif inspect.isfunction(value) and value.__module__ == module.__name__:
+            out[name] = value
+    return out
+
+
+# What a training rollout runs through (single-agent env, null harness, subprocess runtime),
+# imported before the snapshot so a job cannot be first to import (and patch) it.
+ROLLOUT_MODULES = ("verifiers.v1.rollout", "verifiers.v1.harness", "verifiers.v1.agent", "verifiers.v1.session",
+                   "verifiers.v1.graph", "verifiers.v1.env", "verifiers.v1.task", "verifiers.v1.trace",
+                   "verifiers.v1.envs.single_agent", "verifiers.v1.runtimes.subprocess", "verifiers.v1.harnesses.null")
 
 
 def _remember_pristine() -> None:
-    import verifiers.v1 as vf
+    for name in ROLLOUT_MODULES:
+        with contextlib.suppress(ImportError):
+            __import__(name)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("verifiers.") and module is not None:
+            _PRISTINE[name] = (module, _members(module))
 
-    for cls in (vf.Task, object):
-        _PRISTINE[cls] = {hook: vars(cls).get(hook) for hook in ROLLOUT_HOOKS}
+
+def _patched() -> list[str]:
+    """verifiers' members that are no longer what the worker imported."""
+    changed = []
+    for name, (module, members) in _PRISTINE.items():
+        now = _members(module)
+        changed += [f"{name}.{k}" for k, v in members.items() if now.get(k) is not v]
+    return changed[:20]
 
 
 async def answer(job: Job, req: dict) -> dict:
@@ -351,7 +389,7 @@ async def answer(job: Job, req: dict) -> dict:
                                          model, specs[r["task"]], req.get("sampling"))
             rewards.append(value)
             errors.append(error)
-        rollout_only = sorted({name for task in tasks for name in _rollout_only(task)})
+        rollout_only = sorted({name for task in tasks for name in _rollout_only(task)} | set(_patched()))
         return {"rewards": rewards, "errors": errors, "rollout_only": rollout_only[:50]}
     if req["op"] == "tools":
         results = []
