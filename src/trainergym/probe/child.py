@@ -303,8 +303,8 @@ def _rollout_only(task) -> list[str]:
     unseen here: rewards, metrics and judges taking a `runtime` parameter (verifiers hands them
     the rollout's runtime in training and skips them, or hands them nothing, where no rollout
     runs; a metric runs before the rewards and can mark the trace for them), `@vf.stop` and
-    `@vf.intercept` hooks (asked only around live model calls), overrides of the Task methods a
-    rollout calls around scoring (`ROLLOUT_HOOKS`). See also `_patched`."""
+    `@vf.intercept` hooks (asked only around live model calls), and overrides of the Task methods
+    a rollout calls around scoring (`ROLLOUT_HOOKS`). Replaced verifiers internals: `_patched`."""
     from verifiers.v1.utils.decorators import discover_decorated
 
     def takes(fn) -> bool:
