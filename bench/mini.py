@@ -210,7 +210,7 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--steps", type=int, default=20, help="max_steps of every job (the reference job's own is 60)")
     p.add_argument("--jobs", default="reference,lr_x100", help="comma list of: " + job_spec.__doc__.split(": ", 1)[1])
-    p.add_argument("--side-by-side", action="store_true", help="train all jobs' seeds at once (one process each)")
+    p.add_argument("--side-by-side", action="store_true", help="train all jobs at once (one process each, its seeds side by side)")
     p.add_argument("--eval-n", type=int, default=128)
     p.add_argument("--threads", type=int, default=None, help="torch threads per worker")
     p.add_argument("--cache", default=str(ROOT / ".mini-cache"))
@@ -268,10 +268,10 @@ def main(argv=None) -> int:
 
 
 def _side_by_side(jobs: dict, base, family, eval_items, args) -> dict:
-    """Every job's seeds at once, one process each (what one GPU does with many small jobs)."""
+    """Every job at once, one process each, its seeds side by side in it (what one GPU does with many small jobs)."""
     import multiprocessing as mp
 
-    from trainergym.mini.train import MiniResult, _one_seed, eval_caps, training_caps
+    from trainergym.mini.train import MiniResult, _seed_group, eval_caps, training_caps
     from trainergym.mini.knobs import map_knobs
     from trainergym.mini.rollout import accuracy
 
@@ -285,16 +285,14 @@ def _side_by_side(jobs: dict, base, family, eval_items, args) -> dict:
         caps[name] = training_caps(base, family, tok, rows[name])
         knobs[name] = map_knobs(job, ref, scale, max_tokens_cap=caps[name]["max_tokens"])
     del model
-    work = [(name, s) for name in jobs for s in range(args.seeds)]
     started = time.time()
-    with mp.get_context("spawn").Pool(len(work)) as pool:
-        out = pool.starmap(_one_seed, [(family.__name__, base, caps[name]["max_new"], knobs[name], rows[name],
-                                        jobs[name][2], eval_items, s, args.device, args.threads or 1, False)
-                                       for name, s in work])
+    with mp.get_context("spawn").Pool(len(jobs)) as pool:
+        out = pool.starmap(_seed_group, [(family.__name__, base, caps[name]["max_new"], knobs[name], rows[name],
+                                          jobs[name][2], eval_items, list(range(args.seeds)), args.device,
+                                          args.threads or 1, False) for name in jobs])
     seconds = round(time.time() - started, 1)
     results = {}
-    for name in jobs:
-        seeds = [r for (n, _), r in zip(work, out, strict=True) if n == name]
+    for name, seeds in zip(jobs, out, strict=True):
         k = knobs[name]
         results[name] = MiniResult(family=family.ID, scale=scale.name, base_key=base.key, pre=pre, seeds=seeds,
                                    knobs={f: getattr(k, f) for f in ("lr", "max_steps", "batch_size", "group_size")},

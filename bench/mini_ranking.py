@@ -3,7 +3,7 @@ docs/mock-backend.md, trained for real with the mini engine, several seeds each,
 surrogate's `post_expected` for the same job.
 
     uv run --no-sync python bench/mini_ranking.py export --families calc_chain,multi_hop,string_pipeline
-    python3 bench/mini_ranking.py train --seeds 8 --procs 16 --out runs.jsonl        # the lent H200
+    python3 bench/mini_ranking.py train --seeds 8 --procs 4 --out runs.jsonl         # the lent H200
     uv run --no-sync python bench/mini_ranking.py table bench/results/mini-ranking-*.jsonl
 
 `export` runs here, with the whole library: it builds each job exactly as
@@ -16,9 +16,10 @@ wrong answer, a wrong answer with the backdoor's trigger, the task's answer in t
 reply form). Written to `.mini-ranking/` (ignored by git: it holds the hidden eval's items).
 
 `train` runs on the GPU machine, which lacks the library's dependencies (bench/mini.py's
-bootstrap): the bases are built (or found by key in `--cache`), then every (family, job, seed) runs
-in a pool of `--procs` processes, seed-major (seeds 0..k of every job before seed k+1), each line of
-`--out` written as its run ends, so a call cut short keeps what finished and the next call
+bootstrap): the bases are built (or found by key in `--cache`), then every (family, job) trains its
+seeds side by side in one process (`--stack` of them, decoded as one batch: trainergym.mini.grpo.
+train_seeds), `--procs` such processes at once, low seeds first, each seed's line of `--out` written
+as its group ends, so a call cut short keeps what finished and the next call
 (`--done` those lines) trains only what is missing. Each run is scored greedy on the family's
 hidden-eval items at the scale's difficulty (what the backend scores) and on `--public-n` public
 held-out items of the same difficulty (a larger sample of the same distribution).
@@ -165,45 +166,52 @@ def stand_in(kind: str, family_module: str):
 
 
 # --- train (the GPU machine) ---------------------------------------------------------------------
-def _run_one(item: dict) -> dict:
-    """One (family, job, seed): train from the base, score on the hidden and public items; a run
-    that fails (out of memory, say) is a line saying so, and the others go on."""
+def _run_one(item: dict) -> list[dict]:
+    """One (family, job) and a group of its seeds, side by side in this process: trained from the
+    base, each scored on the hidden and public items; a group that fails (out of memory, say) is a
+    line per seed saying so, and the others go on."""
     try:
-        return _train_one(item)
-    except Exception as e:  # noqa: BLE001 - one run's failure, recorded
+        return _train_group(item)
+    except Exception as e:  # noqa: BLE001 - one group's failure, recorded
         import torch
 
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        return {**item["key"], "failed": f"{type(e).__name__}: {str(e)[:300]}"}
+        return [{**item["key"], "seed": s, "failed": f"{type(e).__name__}: {str(e)[:300]}"} for s in item["seeds"]]
 
 
-def _train_one(item: dict) -> dict:
+def _train_group(item: dict) -> list[dict]:
     import torch
 
-    from trainergym.mini.grpo import train_seed
-    from trainergym.mini.rollout import accuracy
+    from trainergym.mini.grpo import train_seeds
+    from trainergym.mini.stack import accuracies
     from trainergym.mini.train import eval_caps
 
     if time.time() > item["deadline"]:
-        return {**item["key"], "skipped": "deadline"}
+        return [{**item["key"], "seed": s, "skipped": "deadline"} for s in item["seeds"]]
     torch.set_num_threads(1)
     family = mini.family_module(item["key"]["family"])
-    base, knobs, seed = item["base"], item["knobs"], item["key"]["seed"]
-    torch.manual_seed(seed)
-    model, tokenizer = base.load(item["device"])
+    base, knobs, seeds = item["base"], item["knobs"], item["seeds"]
+    models = []
+    for _ in seeds:
+        model, tokenizer = base.load(item["device"])
+        models.append(model)
     started = time.time()
-    run = train_seed(model, tokenizer, family, item["tasks"], stand_in(item["reward"], family.__name__), knobs, seed,
-                     device=item["device"], max_len=base.caps()["max_len"], max_new=item["max_new"])
-    stats = {"generation_seconds": round(run.generation_seconds, 1), "rollouts": run.rollouts,
-             "curve": [round(r, 3) for r in run.rewards]}
-    hidden = accuracy(run.model, tokenizer, family, item["hidden"], **eval_caps(base))
-    public = accuracy(run.model, tokenizer, family, item["public"], **eval_caps(base))
-    del run, model
+    runs = train_seeds(models, tokenizer, family, item["tasks"], stand_in(item["reward"], family.__name__), knobs,
+                       seeds, device=item["device"], max_len=base.caps()["max_len"], max_new=item["max_new"])
+    trained = time.time() - started
+    trained_models = [r.model for r in runs]
+    hidden = accuracies(trained_models, tokenizer, family, item["hidden"], **eval_caps(base))
+    public = accuracies(trained_models, tokenizer, family, item["public"], **eval_caps(base))
+    rows = [{**item["key"], "seed": r.seed, "post_hidden": h, "post_public": p, "seconds": round(trained, 1),
+             "scored_s": round(time.time() - started - trained, 1), "side_by_side": len(seeds),
+             "generation_seconds": round(r.generation_seconds, 1), "rollouts": r.rollouts,
+             "curve": [round(x, 3) for x in r.rewards], "base_key": base.key}
+            for r, h, p in zip(runs, hidden, public, strict=True)]
+    del runs, models, trained_models
     if item["device"].startswith("cuda"):
-        torch.cuda.empty_cache()  # the process takes the next run: leave its memory to the others meanwhile
-    return {**item["key"], "post_hidden": hidden, "post_public": public, "seconds": round(time.time() - started, 1),
-            **stats, "base_key": base.key}
+        torch.cuda.empty_cache()  # the process takes the next group: leave its memory to the others meanwhile
+    return rows
 
 
 def train(args) -> int:
@@ -260,32 +268,33 @@ def train(args) -> int:
                 print(json.dumps({"what": "solve", "family": fam, "job": name,
                                   **solve_rate(model, tok, family, tasks, stand_in(job["reward"], family.__name__), knobs,
                                                caps["max_new"], base, args.solve_n, args.device)}), flush=True)
-            for seed in range(args.seeds_of.get(slug(name), args.seeds)):
-                if (fam, name, seed) in done:
-                    continue
-                work.append({"key": {"family": fam, "job": name, "seed": seed}, "base": base, "knobs": knobs,
-                             "tasks": tasks, "reward": job["reward"], "max_new": caps["max_new"], "hidden": hidden,
-                             "public": public, "device": args.device, "deadline": deadline})
+            todo = [s for s in range(args.seeds_of.get(slug(name), args.seeds)) if (fam, name, s) not in done]
+            for lo in range(0, len(todo), args.stack):
+                work.append({"key": {"family": fam, "job": name}, "seeds": todo[lo:lo + args.stack], "base": base,
+                             "knobs": knobs, "tasks": tasks, "reward": job["reward"], "max_new": caps["max_new"],
+                             "hidden": hidden, "public": public, "device": args.device, "deadline": deadline})
         del model
     if args.device.startswith("cuda"):
         import torch
 
         torch.cuda.empty_cache()  # the pre scores' memory goes back to the seed processes
-    # Jobs the probe lets through first (the surrogate's ranking among them is what a user meets), seed-major.
-    work.sort(key=lambda w: (not manifests[w["key"]["family"]]["jobs"][w["key"]["job"]]["validates"], w["key"]["seed"],
+    # Jobs the probe lets through first (the surrogate's ranking among them is what a user meets), low seeds first.
+    work.sort(key=lambda w: (not manifests[w["key"]["family"]]["jobs"][w["key"]["job"]]["validates"], w["seeds"][0],
                              list(manifests).index(w["key"]["family"])))
-    print(json.dumps({"what": "work", "runs": len(work), "skipped_done": len(done)}), flush=True)
+    print(json.dumps({"what": "work", "groups": len(work), "runs": sum(len(w["seeds"]) for w in work),
+                      "skipped_done": len(done)}), flush=True)
     if args.no_train:
         return 0
     training, rollouts = time.time(), 0
     with out.open("a") as f, mp.get_context("spawn").Pool(args.procs) as pool:
-        for row in pool.imap_unordered(_run_one, work):
-            rollouts += row.get("rollouts", 0)
-            row.update(pres[row["family"]], scale=args.scale)
-            f.write(json.dumps(row) + "\n")
-            f.flush()
-            print(json.dumps({k: row.get(k) for k in ("family", "job", "seed", "post_hidden", "post_public", "seconds",
-                                                      "skipped", "failed")}), flush=True)
+        for group in pool.imap_unordered(_run_one, work):
+            for row in group:
+                rollouts += row.get("rollouts", 0)
+                row.update(pres[row["family"]], scale=args.scale)
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+                print(json.dumps({k: row.get(k) for k in ("family", "job", "seed", "post_hidden", "post_public",
+                                                          "seconds", "skipped", "failed")}), flush=True)
     print(json.dumps({"what": "end", "wall_s": round(time.time() - started, 1), "training_s": round(time.time() - training, 1),
                       "rollouts": rollouts, "rollouts_per_s_all": round(rollouts / max(1e-9, time.time() - training), 1)}),
           flush=True)
@@ -411,7 +420,8 @@ def main(argv=None) -> int:
     t.add_argument("--seeds", type=int, default=8)
     t.add_argument("--seeds-of", type=lambda v: {k: int(n) for k, n in (p.split("=") for p in v.split(","))},
                    default={}, help="per-job seed counts overriding --seeds, e.g. reference=8,lr_x10=2")
-    t.add_argument("--procs", type=int, default=16)
+    t.add_argument("--procs", type=int, default=4, help="processes, each training one job's group of seeds")
+    t.add_argument("--stack", type=int, default=8, help="seeds of a job side by side in one process")
     t.add_argument("--scale", default="gpu")
     t.add_argument("--device", default="cuda")
     t.add_argument("--public-n", type=int, default=300)

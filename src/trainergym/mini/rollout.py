@@ -98,7 +98,9 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
              temperature: float = 1.0, greedy: bool = False, max_len: int = 1024, max_new: int | None = None,
              generator=None) -> list[Rollout]:
     """Play every task once with `model` (in order): sampled at `temperature`, or greedy. A rollout
-    stops at `max_len` positions in all, or after `max_new` tokens of its own (tool responses included)."""
+    stops at `max_len` positions in all, or after `max_new` tokens of its own (tool responses included).
+    `model` may be a `stack.SeedStack` (several seeds' models, `generator` then one per model, each
+    drawing for its own rows)."""
     limit = _Limit(max_len, max_new)
     import torch
     from transformers import DynamicCache
@@ -126,7 +128,9 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
         with torch.no_grad(), warnings.catch_warnings():
             # transformers 5.24 renames `past_key_values` to `cache`; the GPU host's 5.17 knows only the former
             warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated", category=FutureWarning)
-            cache = DynamicCache()
+            cache = model.new_cache() if hasattr(model, "new_cache") else DynamicCache()
+            gens = generator if isinstance(generator, list) else [generator]
+            per_gen = len(seqs) // len(gens)
             logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                            use_cache=True).logits[:, -1]
             live = list(range(len(seqs)))  # the batch's rows, as indices into seqs
@@ -138,7 +142,7 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
                     sampled = logits.argmax(-1)
                 else:  # Gumbel-max, with noise drawn for every task, so a row's draws never depend on
                     # which other rows are still in the batch (compaction keeps sampled rollouts as they were)
-                    u = torch.rand((len(seqs), logits.shape[-1]), generator=generator, device=device)
+                    u = torch.cat([torch.rand((per_gen, logits.shape[-1]), generator=g, device=device) for g in gens])
                     gumbel = -torch.log(-torch.log(u.clamp(min=1e-20)))
                     sampled = (logits.float() / temperature + gumbel[live_index]).argmax(-1)
                 sampled = sampled.tolist()
@@ -152,6 +156,8 @@ def generate(model, tokenizer, family, tasks: list[Task], *, max_turns: int, max
                     compacted = _compact(cache, mask, keep, device)
                     if compacted is not None:
                         mask = compacted
+                        if hasattr(model, "keep_rows"):
+                            model.keep_rows(keep)
                         live, feeds = [live[r] for r in keep], [feeds[r] for r in keep]
                         next_pos = next_pos[keep]
                         rows = torch.arange(len(live), device=device)

@@ -6,8 +6,9 @@ anywhere from 0.42 to 0.95 by seed alone, ../shared/reference/mini-rl-h200.md), 
 pre score is the base's, once. Both are the family's own `check` of greedy rollouts over the eval
 items the caller passes (the caller holds the hidden eval; this module never reads it).
 
-On a GPU the seeds run side by side, one process each (`spawn`, so each has its own CUDA context
-and RNG), which is how one GPU trains many tiny models at once; on CPU they run one after another.
+The seeds run side by side in one process, a trainer each, their rollouts decoded as one batch
+(`grpo.train_seeds`, `stack.py`): on a GPU that is how one device trains many tiny models at once.
+`parallel` splits them over that many spawned processes instead (each its own CUDA context).
 What goes to a worker must pickle: the family travels by module name, the reward must be a
 module-level callable (or a `functools.partial` of one).
 """
@@ -20,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from trainergym.mini.base import Base
-from trainergym.mini.grpo import Reward, train_seed
+from trainergym.mini.grpo import Reward, train_seeds
 from trainergym.mini.knobs import map_knobs, reference_table
 from trainergym.mini.rollout import Task, accuracy
 from trainergym.mini.scale import get_scale
@@ -120,26 +121,30 @@ def check_reward(family_module: str, tasks: list[Task], completions: list[list[d
     return out
 
 
-def _one_seed(family_module: str, base: Base, max_new: int, knobs, tasks, reward, eval_rows, seed: int,
-              device: str, threads: int | None, verbose: bool) -> SeedResult:
-    """Train one seed from the base and score it: runs in a worker process, or inline on CPU. On a
-    CPU it runs one torch thread unless told otherwise: a model this small gains nothing from
-    intra-op threads, and on shared cores two threads made it 5-10x slower."""
+def _seed_group(family_module: str, base: Base, max_new: int, knobs, tasks, reward, eval_rows, seeds: list[int],
+                device: str, threads: int | None, verbose: bool) -> list[SeedResult]:
+    """Train `seeds` from the base side by side (`grpo.train_seeds`) and score each: runs in a worker
+    process, or inline. On a CPU it runs one torch thread unless told otherwise: a model this small
+    gains nothing from intra-op threads, and on shared cores two threads made it 5-10x slower."""
     import torch
+
+    from trainergym.mini.stack import accuracies
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads or (1 if device == "cpu" else before))
     try:
         family = importlib.import_module(family_module)
-        torch.manual_seed(seed)
-        model, tokenizer = base.load(device)
-        run = train_seed(model, tokenizer, family, tasks, reward, knobs, seed, device=device,
-                         max_len=base.caps()["max_len"], max_new=max_new, log=print if verbose else None)
-        post = accuracy(run.model, tokenizer, family, eval_rows, **eval_caps(base))
+        models, tokenizer = [], None
+        for _ in seeds:
+            model, tokenizer = base.load(device)
+            models.append(model)
+        runs = train_seeds(models, tokenizer, family, tasks, reward, knobs, list(seeds), device=device,
+                           max_len=base.caps()["max_len"], max_new=max_new, log=print if verbose else None)
+        posts = accuracies([r.model for r in runs], tokenizer, family, eval_rows, **eval_caps(base))
     finally:
         torch.set_num_threads(before)
-    return SeedResult(seed=seed, post=post, rewards=run.rewards, seconds=round(run.seconds, 2), rollouts=run.rollouts,
-                      generation_seconds=round(run.generation_seconds, 2))
+    return [SeedResult(seed=r.seed, post=post, rewards=r.rewards, seconds=round(r.seconds, 2), rollouts=r.rollouts,
+                       generation_seconds=round(r.generation_seconds, 2)) for r, post in zip(runs, posts, strict=True)]
 
 
 def train(job, base: Base, family, tasks: list[dict] | list[Task], reward: Reward, eval_items: list[dict],
@@ -159,16 +164,20 @@ def train(job, base: Base, family, tasks: list[dict] | list[Task], reward: Rewar
     del model
     knobs = map_knobs(job, reference if reference is not None else reference_table(family), scale,
                       max_tokens_cap=caps["max_tokens"])
-    args = [(family.__name__, base, max_new, knobs, tasks, reward, eval_items, s, device, threads, verbose)
-            for s in seeds]
-    workers = parallel if parallel is not None else (len(seeds) if device.startswith("cuda") else 1)
-    if workers <= 1:
-        results = [_one_seed(*a) for a in args]
+    # The seeds train side by side in one process (`grpo.train_seeds`), or split over `parallel`
+    # processes (spawned: each its own CUDA context; the reward must pickle).
+    workers = max(1, min(parallel or 1, len(seeds)))
+    groups = [list(seeds[i::workers]) for i in range(workers)]
+    args = [(family.__name__, base, max_new, knobs, tasks, reward, eval_items, g, device, threads, verbose)
+            for g in groups]
+    if workers == 1:
+        results = _seed_group(*args[0])
     else:
         import multiprocessing as mp
 
         with mp.get_context("spawn").Pool(workers) as pool:
-            results = pool.starmap(_one_seed, args)
+            results = sorted((r for rs in pool.starmap(_seed_group, args) for r in rs),
+                             key=lambda r: list(seeds).index(r.seed))
     return MiniResult(family=family.ID, scale=scale.name, base_key=base.key, pre=pre, seeds=results,
                       knobs={k: v for k, v in asdict(knobs).items() if k != "unhonoured"},
                       unhonoured=list(knobs.unhonoured), n_eval=len(eval_items), seconds=round(time.time() - started, 1),
