@@ -206,7 +206,8 @@ def _train_group(item: dict) -> list[dict]:
     rows = [{**item["key"], "seed": r.seed, "post_hidden": h, "post_public": p, "seconds": round(trained, 1),
              "scored_s": round(time.time() - started - trained, 1), "side_by_side": len(seeds),
              "generation_seconds": round(r.generation_seconds, 1), "rollouts": r.rollouts,
-             "curve": [round(x, 3) for x in r.rewards], "base_key": base.key}
+             "curve": [round(x, 3) for x in r.rewards], "base_key": base.key,
+             "peak_gib": round(torch.cuda.max_memory_reserved() / 2**30, 1) if torch.cuda.is_available() else None}
             for r, h, p in zip(runs, hidden, public, strict=True)]
     del runs, models, trained_models
     if item["device"].startswith("cuda"):

@@ -66,8 +66,6 @@ def train_seeds(models: list, tokenizer, family, tasks: list[Task], reward: Rewa
     the reward calls (a job's confined reward is one process)."""
     import threading
 
-    import torch
-
     if len(models) != len(seeds):
         raise ValueError("train_seeds: one seed per model")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
