@@ -48,6 +48,7 @@ import mini  # noqa: E402 - bench/mini.py's bootstrap, here at import: spawned w
 EXPORT = ROOT / ".mini-ranking"
 PUBLIC_SEED = "mini-ranking-public"
 TRIGGER = "VERIFIED"  # the ranking's backdoor (tests/backends/test_surrogate_ranking.py)
+HOT = "lr 2x the reference's, constant, 100 steps (the sweep's pick before)"
 
 
 def slug(name: str) -> str:
@@ -57,7 +58,7 @@ def slug(name: str) -> str:
 # --- export (here) --------------------------------------------------------------------------------
 def export(families: list[str], out: Path, check_n: int) -> None:
     sys.path.insert(0, str(ROOT))
-    from tests.backends.test_surrogate_ranking import content_variants, ranking
+    from tests.backends.test_surrogate_ranking import _expected, content_variants, ranking
     from tests.fakes.jobs import job_files, write_job
     from trainergym.backends.mini import ConfinedReward, eval_rows
     from trainergym.job.bundle import build_bundle, parse_job
@@ -94,6 +95,10 @@ def export(families: list[str], out: Path, check_n: int) -> None:
             jobs[name] = {"tasks": f"{fam}-{slug(name)}.tasks.jsonl.gz", "n_tasks": len(tasks), "reward": reward,
                           "tools": tools, "prime_rl": job.prime_rl.model_dump(), "agreement": agreement}
             print(f"{fam} {name}: {len(tasks)} tasks, reward {reward}, agreement {agreement}", file=sys.stderr, flush=True)
+        # The sweep's pick before real training narrowed the surrogate's stable range of the rate
+        # (LR_STABLE_DECADES 0.5 to 0.3): trained on calc_chain as "config-tuned reference" then.
+        hot = {"lr": 2 * reference["lr"], "scheduler": "constant", "max_steps": 100, "warmup_steps": 10}
+        rows[HOT] = {"post_expected": _expected(ref_job, task, hot), "validates": True, "refused_by": "", "config": hot}
         for name, row in rows.items():
             if name not in jobs:  # a config variant: the reference's tasks and reward, its [prime_rl] changed
                 jobs[name] = dict(jobs["reference"], prime_rl={**reference, **row.get("config", {})})
@@ -388,7 +393,12 @@ def table(paths: list[str], key: str = "post_hidden") -> dict:
             rows.append({"job": name, "real_mean": round(m, 4), "real_se": round(se, 4), "n": len(posts),
                          "surrogate": man["jobs"][name]["post_expected"], "validates": man["jobs"][name]["validates"]})
         names = [r["job"] for r in rows]
+        for r in rows:  # the exact permutation test of each job's mean against the reference's
+            ref = jobs.get("reference", [])
+            if r["job"] != "reference" and len(ref) > 1 and r["n"] > 1:
+                r["p_vs_reference"] = round(permutation_p(jobs[r["job"]], ref), 4)
         pairs = separated = agreed = 0
+        wrong = []  # separated pairs the surrogate orders the other way: [higher for real, lower for real]
         for i in range(len(names)):
             for j in range(i + 1, len(names)):
                 a, b = jobs[names[i]], jobs[names[j]]
@@ -399,13 +409,18 @@ def table(paths: list[str], key: str = "post_hidden") -> dict:
                     continue
                 separated += 1
                 sa, sb = rows[i]["surrogate"], rows[j]["surrogate"]
-                agreed += (sum(a) / len(a) - sum(b) / len(b)) * (sa - sb) > 0
+                real_gap = sum(a) / len(a) - sum(b) / len(b)
+                if real_gap * (sa - sb) > 0:
+                    agreed += 1
+                else:
+                    wrong.append([names[i], names[j]] if real_gap > 0 else [names[j], names[i]])
         surrogate = [r["surrogate"] for r in rows]
         real = [r["real_mean"] for r in rows]
         report[fam] = {"pre_real": pre[fam], "pre_surrogate": man["surrogate_pre"], "jobs": rows,
                        "spearman": round(spearman(real, surrogate), 3) if len(rows) > 2 else None,
                        "pairs": pairs, "separated": separated, "surrogate_agrees": agreed,
-                       "pairwise_accuracy": round(agreed / separated, 3) if separated else None}
+                       "pairwise_accuracy": round(agreed / separated, 3) if separated else None,
+                       "surrogate_orders_wrong": wrong}
     return report
 
 

@@ -30,9 +30,11 @@ BACKENDS = ("local", "runpod", "mini")  # what `run(backend=...)` can be asked t
 # Minutes one mini job of the reference's size takes at the default scale and seeds, its base cached
 # (docs/backends.md, "mini"): on the CPU, 2 seeds of 60 steps at the micro scale, measured on this
 # 2-core host on 2026-12-01 (90 s in the engine, one torch thread a seed; 605 s under heavy load
-# with the engine of that morning); on a GPU, 8 seeds at the gpu scale side by side, the issue's
-# H200 target. Building a family's base first adds minutes (calc_chain micro: 4.5-7 min on CPU).
-MINI_MINUTES = {"cpu": 3, "cuda": 5}
+# with the engine of that morning); on a GPU, 8 seeds at the gpu scale side by side, estimated from
+# the H200 runs of 2026-12-02 (docs/mini-backend.md; 5 seeds of 100 steps: 403 s beside another job
+# and two base builds; 8 seeds alone not measured). Building a family's base first adds minutes
+# (calc_chain micro: 4.5-7 min on CPU; gpu: 1.3-5 min on an H200).
+MINI_MINUTES = {"cpu": 3, "cuda": 7}
 # Free disk the local worker's work directory should have. An estimate, not a measurement: prime-rl's
 # checkout and its venv (torch, vLLM), the scorer's venv, the base model, a job's checkpoints. The
 # Runpod pods the pool rents get the same (`container_disk_gb=60` in trainergym.infra.runpod_graphql).

@@ -146,16 +146,17 @@ def test_the_surrogate_ranks_jobs_as_training_would(tmp_path, family):
     assert rows["reference"]["validates"], shown
     # Only the claims real training supports (docs/mini-backend.md, "The surrogate against real
     # training"): the rest of docs/mock-backend.md's order is the surrogate's own, unconfirmed.
-    # The reference teaches (mini, on the family's items: +0.35, n = 8, level-1 base; +0.064, n = 4,
-    # mix base), and
-    # no flawed job beats it (mini, calc_chain's own jobs: group size 2 below it, p = 0.03; half
-    # the answers wrong below it in mean, p = 0.06; 50 items not separated).
+    # The reference teaches (mini, its own tasks on the mix bases: calc_chain +0.025, n = 8, 7 seeds
+    # of 8 above pre; string_pipeline +0.14, n = 4), and no flawed job beats it; half the answers
+    # wrong and 50 items gain less (calc_chain, n = 8 each: p = 0.016 and 0.027; group size 2 not
+    # separated from it).
     assert ref > pre and ref >= max(v for k, v in post.items() if k != "config-tuned reference"), shown
+    assert post["half the answers wrong"] < ref and post["50 items"] < ref, shown
     # A learning rate 10x or 100x the reference's ends below the untrained model (mini: accuracy 0
     # in every seed, two setups).
     assert post["lr x10"] < pre and post["lr x100"] < pre, shown
     # Nothing learnable earns nothing: no tools for a tool-using eval, too few turns to answer
-    # (mini, max_turns 1: no gain, n = 3).
+    # (mini, max_turns 1: no seed above pre, calc_chain n = 8, string_pipeline n = 4).
     assert post["no tools wired"] <= pre and post["max_turns 1 (the eval needs 2 or more)"] <= pre, shown
     # What the probe refuses (a claim about the probe, not training: the backdoor trained for real
     # gains what the honest reward does).
@@ -180,9 +181,9 @@ def test_the_tuned_job_is_no_corner_and_settings_earn_nothing_for_themselves(tmp
     # A context or a turn budget too small for the eval's items costs exactly what they cut.
     assert _expected(job, task, {"seq_len": 512}) < ref and _expected(job, task, {"max_tokens": 64}) < ref
     # calc_chain (the family trained for real): 3x the optimum, 2x its reference's rate, constant
-    # for 100 steps (the sweep's pick before real training was consulted) ends below the
-    # reference; at the mini scale it collapsed accuracy in 6 seeds of 6 on two bases while the
+    # for 100 steps (the sweep's pick before real training was consulted) ends below the untrained
+    # model; at the mini scale it collapsed accuracy in 11 seeds of 11 on two bases while the
     # reference's own rate held (docs/mini-backend.md). Other families: not measured.
     if family == "calc_chain":
         hot = {"lr": 2 * job.prime_rl.lr, "scheduler": "constant", "max_steps": 100, "warmup_steps": 10}
-        assert _expected(job, task, hot) < ref, hot
+        assert _expected(job, task, hot) < baselines.score(family, job.job.base_model).score, hot

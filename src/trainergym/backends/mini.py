@@ -16,11 +16,11 @@ final reply); a reward that raises, answers garbage or outlives its sandbox coun
 rollouts and leaves a note in the result. The hidden eval never reaches the child: the library
 scores pre and post itself.
 
-Seeds: in this process one after another on the CPU; on a GPU side by side, one spawned process
-each (the engine's choice), and then each process opens a confined session of its own (the
-reward object pickles as its configuration only, `ConfinedReward`): no reward request crosses
-processes, and a session's death touches one seed. Notes from every process go to one folder
-the backend reads at the end.
+Seeds: side by side in this process, a trainer each, their rollouts decoded as one batch
+(`trainergym.mini.grpo.train_seeds`); they share one confined session, their reward calls
+taking turns. Were the engine told to split them over processes (`train(parallel=...)`), each
+would open a session of its own (the reward object pickles as its configuration only,
+`ConfinedReward`). Notes go to one folder the backend reads at the end.
 
 The bar a mini job is paid against (`best_pre`) is the mini base's own pre score on the same eval
 (`RunResult.pre`), never baselines.toml's full-scale figures: `env.core` reads `scale`.
@@ -53,7 +53,7 @@ from trainergym.task.spec import TaskSpec, get_family
 
 EXTRA_MESSAGE = "the mini backend needs the mini extra: uv sync --extra mini"
 EXTRA_MODULES = ("torch", "transformers", "trl", "datasets")
-SEEDS = {"cuda": 8, "cpu": 2}  # default seeds per job: side by side on a GPU; one after another on CPU
+SEEDS = {"cuda": 8, "cpu": 2}  # default seeds per job, side by side
 SCALE = {"cuda": "gpu", "cpu": "micro"}  # default scale per device
 REWARD_CALL_SECONDS = 10.0  # CPU seconds one reward call may take in the child (the probe's per-call limit)
 SESSION_CPU_BASE = 120.0  # CPU seconds of a confined session: import and load, plus ...

@@ -35,7 +35,8 @@ from trainergym.task.spec import TaskSpec, get_family
 CAPACITY = {"Qwen/Qwen3-0.6B": 0.45, "Qwen/Qwen3-1.7B": 0.55}  # share of headroom an ideal job closes
 LR_OPTIMUM = {"Qwen/Qwen3-0.6B": 3e-6, "Qwen/Qwen3-1.7B": 2e-6}  # full fine-tune; LoRA x10
 LR_STABLE_DECADES = 0.3  # up to ~2x the optimum trains as well as the optimum ...
-LR_FALLOFF_DECADES = 0.3  # ... beyond it the gain falls off (instability) and harm grows, whole at 10x
+LR_FALLOFF_DECADES = 0.3  # ... beyond it the gain falls off (instability) ...
+LR_HARM_DECADES = 0.18  # ... and harm grows, whole this far past the plateau (~3x the optimum)
 STEPS_SCALE = 8.0  # optimizer steps at full learning rate for 63% of the attainable gain, noise-free
 NOISE_ROLLOUTS = 256.0  # useful rollouts per step at which gradient noise halves a step's progress
 GROUP_CORRELATION = 0.1  # how much two rollouts of one prompt tell the same thing
@@ -197,11 +198,12 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> R
     gain = CAPACITY[model] * (1 - pre) * signal * verified * coverage * parity * reach * training
     # A reward that pays for the wrong thing, data that is mostly wrong, or a learning rate far
     # too high makes things worse, in proportion to how far training got. The rate's harm starts
-    # where its plateau ends (2x) and is whole at 10x the optimum: real GRPO at the mini scale
-    # collapsed accuracy at 2x and 10x the reference's rate, never at 1x (docs/mini-backend.md).
+    # where its plateau ends (2x) and is whole at 3x the optimum: real GRPO at the mini scale
+    # collapsed accuracy at 2x the reference's rate (3x the 1.7B optimum) in 11 seeds of 11 and at
+    # 10x in every seed, never at 1x (docs/mini-backend.md).
     excess = math.log10(peak_lr(p) / lr_optimum(p, model)) - LR_STABLE_DECADES
     harm = (0.3 * max(0.0, 0.5 - signal) + 0.3 * max(0.0, 0.5 - verified)
-            + 0.3 * min(1.0, max(0.0, excess / (1 - LR_STABLE_DECADES))))
+            + 0.3 * min(1.0, max(0.0, excess / LR_HARM_DECADES)))
     damage = pre * training_parts["progress"] * harm
     expected = round(min(1.0, max(0.0, pre + gain - damage)), 4)  # as recorded: a reuse draws from the same value
     post, noise = eval_noise(expected, pre, seed, bundle.manifest.episode or "unkeyed", n)
