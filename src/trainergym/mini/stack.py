@@ -86,10 +86,15 @@ class SeedStack:
 
     training = False
 
-    def __init__(self, models: list, rows_per_model: int):
+    def __init__(self, models: list, rows_per_model: int, cache_dtype=None):
+        """`cache_dtype` (e.g. `torch.bfloat16`): keys, values and attention in that precision, the
+        rest in the models' own. Off by default: on the H200 a decode step of long rollouts is mostly
+        the attention's reads of the cache (docs/mini-backend.md), but sampling then differs from
+        the trained precision (as a bf16 inference server's does), and nothing has measured it yet."""
         import torch
 
         first = models[0]
+        self.cache_dtype = cache_dtype
         self.config = config = first.config
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
@@ -203,10 +208,12 @@ class SeedStack:
             v = v.view(rows, t, K, D).transpose(1, 2)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
+            if self.cache_dtype is not None:
+                q, k, v = q.to(self.cache_dtype), k.to(self.cache_dtype), v.to(self.cache_dtype)
             keys, values = lc.append(k, v)
             if K != H:
                 keys, values = keys.repeat_interleave(H // K, 1), values.repeat_interleave(H // K, 1)
-            attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=D ** -0.5)
+            attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=D ** -0.5).to(x.dtype)
             x = x + torch.bmm(self._to_models(attn.transpose(1, 2).reshape(rows, t, H * D)), layer.o)
             gate, up = torch.bmm(self._rms(x, layer.norm_post), layer.gate_up).chunk(2, dim=-1)
             x = x + torch.bmm(F.silu(gate) * up, layer.down)
@@ -220,7 +227,8 @@ def _rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def generate_stacked(models: list, tokenizer, family, tasks: list[list], *, generators=None, **caps) -> list[list]:
+def generate_stacked(models: list, tokenizer, family, tasks: list[list], *, generators=None, cache_dtype=None,
+                     **caps) -> list[list]:
     """Play `tasks[i]` (one list per model, all the same length) with `models[i]`, all in one batch;
     sampled with `generators[i]` (one per model, so a seed's draws are its own), or greedy. Takes
     `rollout.generate`'s keyword arguments otherwise; returns one list of `Rollout`s per model."""
@@ -229,7 +237,7 @@ def generate_stacked(models: list, tokenizer, family, tasks: list[list], *, gene
     n = len(tasks[0])
     if any(len(ts) != n for ts in tasks) or len(tasks) != len(models):
         raise ValueError("generate_stacked: one task list per model, all of one length")
-    played = generate(SeedStack(models, n), tokenizer, family, [t for ts in tasks for t in ts],
+    played = generate(SeedStack(models, n, cache_dtype), tokenizer, family, [t for ts in tasks for t in ts],
                       generator=list(generators) if generators is not None else None, **caps)
     return [played[i * n:(i + 1) * n] for i in range(len(models))]
 
