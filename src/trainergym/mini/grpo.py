@@ -16,8 +16,8 @@ Why we build the optimizer and scheduler ourselves and hand them to the trainer
 linear-to-min_lr schedule, so the rate of every step comes from `Knobs.lr_at`.
 
 Why seeds train in one process, a thread each, meeting at every step: the models are so small that
-decoding is launch-bound, so the seeds' batches decoded as one (`stack.py`) cost about what one
-costs; the training steps, a small share of the time, take turns.
+one seed's decoding leaves the GPU's work in small pieces, so the seeds' batches are decoded as one
+(`stack.py`); the training steps, a smaller share of the time, take turns.
 """
 
 from __future__ import annotations
@@ -46,13 +46,6 @@ class SeedRun:
     seconds: float = 0.0
     generation_seconds: float = 0.0
     model: object = None
-
-
-def train_seed(model, tokenizer, family, tasks: list[Task], reward: Reward, knobs: Knobs, seed: int,
-               device: str = "cpu", max_len: int = 1024, max_new: int | None = None,
-               log: Callable[[str], None] | None = None) -> SeedRun:
-    """Train `model` in place with GRPO on `tasks` for `knobs.max_steps` steps."""
-    return train_seeds([model], tokenizer, family, tasks, reward, knobs, [seed], device, max_len, max_new, log)[0]
 
 
 def train_seeds(models: list, tokenizer, family, tasks: list[Task], reward: Reward, knobs: Knobs, seeds: list[int],

@@ -1,11 +1,13 @@
 """Several seeds' models decoded as one batch: the seeds of a job generate together.
 
 Why: a 3.4M-parameter model decodes a batch of 128 rollouts in about a hundred tiny kernels per
-token, so one GPU running a process per seed is busy launching kernels, not computing (the H200
-ran 16 such processes at 945 rollouts/s, 264-294 on longer rollouts). Seeds of one job share the
-shape and the step count, so their trainers can meet at every step and decode all their
-rollouts in one forward, each row reading its own seed's weights through batched matmuls
-(`torch.bmm` over a stacked weight per layer): as many kernels as one model, eight times the rows.
+token, so a process per seed leaves the GPU's work in small pieces, and 16 such processes ran an
+H200 out of memory. Seeds of one job share the shape and the step count, so their trainers can
+meet at every step and decode all their rollouts in one forward, each row reading its own seed's
+weights through batched matmuls (`torch.bmm` over a stacked weight per layer): as many kernels
+as one model, several times the rows. Measured on the H200 (docs/mini-backend.md): 39 seeds
+shared the GPU where 16 processes did not fit, at 1.3-1.5x the rollouts per second; on long
+rollouts a step is then mostly the attention's reads of the cache, not launches.
 
 `SeedStack` is a decode-only Qwen3 forward over the stacked weights of `models` (it copies them:
 build one per generation, after the optimiser steps). It speaks the part of a transformers
