@@ -104,6 +104,81 @@ def _agreement(family_id: str, scale: str, cache: str, device: str, n: int) -> d
     return {"items": len(rows), "same_reply": same, "accuracy": acc}
 
 
+def _attention(device: str, rows: int, positions: int, heads: int, dim: int, repeats: int = 20) -> list[dict]:
+    """One decode step's attention at the stack's shapes (a query per row against `positions` cached
+    keys, a boolean mask as `SeedStack` passes), per SDPA backend and precision, and the same as two
+    batched matmuls: which kernel the cache's reads go through decides a long rollout's step."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    out = []
+    for dtype in (torch.float32, torch.bfloat16):
+        q = torch.randn(rows, heads, 1, dim, device=device, dtype=dtype)
+        k, v = (torch.randn(rows, heads, positions, dim, device=device, dtype=dtype) for _ in range(2))
+        mask = torch.rand(rows, 1, 1, positions, device=device) > 0.1
+
+        def matmuls():
+            scores = (q @ k.transpose(-1, -2)) * dim ** -0.5
+            return scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+
+        variants = {"matmuls": matmuls}
+        for backend in (SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                        SDPBackend.CUDNN_ATTENTION):
+            def sdpa(backend=backend):
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=dim ** -0.5)
+            variants[f"sdpa {backend.name.lower()}"] = sdpa
+
+        def default():
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=dim ** -0.5)
+
+        variants["sdpa default"] = default
+        for name, fn in variants.items():
+            try:
+                fn()
+                torch.cuda.synchronize() if device.startswith("cuda") else None
+                started = time.perf_counter()
+                for _ in range(repeats):
+                    fn()
+                torch.cuda.synchronize() if device.startswith("cuda") else None
+                ms = 1000 * (time.perf_counter() - started) / repeats
+                out.append({"dtype": str(dtype).split(".")[-1], "kernel": name, "ms": round(ms, 3),
+                            "cache_gb_per_s": round(2 * k.numel() * k.element_size() / ms / 1e6, 1)})
+            except RuntimeError as e:  # a backend that refuses these shapes, dtype or mask
+                out.append({"dtype": str(dtype).split(".")[-1], "kernel": name, "refused": str(e).splitlines()[0][:120]})
+    return out
+
+
+def _profile(family_id: str, scale: str, cache: str, device: str, stack: int, rows: int | None) -> dict:
+    """One generation of `stack` seeds under torch's profiler: the host's time against the device's,
+    and the operators that take the device's."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from trainergym.mini.stack import generate_stacked
+
+    torch.set_num_threads(1)
+    family, base, model, tok, tasks, knobs, play, _ = _setup(family_id, scale, cache, device)
+    per_seed = rows or knobs.batch_size
+    batches = [tasks[s * per_seed:(s + 1) * per_seed] for s in range(stack)]
+    gens = [torch.Generator(device=device).manual_seed(s) for s in range(stack)]
+    generate_stacked([model] * stack, tok, family, batches, generators=gens, **play)  # warm-up
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    started = time.perf_counter()
+    with profile(activities=activities) as prof:
+        generate_stacked([model] * stack, tok, family, batches, generators=gens, **play)
+        torch.cuda.synchronize() if device.startswith("cuda") else None
+    wall = time.perf_counter() - started
+    events = prof.key_averages()
+    key = "self_device_time_total" if device.startswith("cuda") else "self_cpu_time_total"
+    top = sorted(events, key=lambda e: getattr(e, key, 0), reverse=True)[:12]
+    return {"stack": stack, "rows": stack * per_seed, "wall_s": round(wall, 2),
+            "device_busy_s": round(sum(getattr(e, "self_device_time_total", 0) for e in events) / 1e6, 2),
+            "host_ops_s": round(sum(e.self_cpu_time_total for e in events) / 1e6, 2),
+            "top": [{"op": e.key[:60], "calls": e.count, "self_s": round(getattr(e, key, 0) / 1e6, 3)} for e in top]}
+
+
 def _summary(lines: list[dict]) -> list[dict]:
     by = {}
     for x in lines:
@@ -126,13 +201,27 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--procs", type=int, default=0, help="then P processes at once, each the largest stack")
     p.add_argument("--agreement-n", type=int, default=200)
+    p.add_argument("--profile", type=int, default=0, help="also profile one generation of this many stacked seeds")
+    p.add_argument("--attention", default="", help="rows,positions: also time one decode step's attention kernels")
     args = p.parse_args(argv)
-    stacks = [int(s) for s in args.stacks.split(",")]
+    stacks = [int(s) for s in args.stacks.split(",") if s]
     started = time.time()
-    alone = _measure(args.family, args.scale, args.cache, args.device, stacks, args.repeats, args.rows)
+    report = {"family": args.family, "device": args.device}
+    if args.attention:
+        from trainergym.mini.scale import get_scale
+
+        sc = get_scale(args.scale)
+        rows, positions = (int(x) for x in args.attention.split(","))
+        report["attention"] = {"rows": rows, "positions": positions,
+                               "kernels": _attention(args.device, rows, positions, sc.heads, sc.hidden // sc.heads)}
+        print(json.dumps(report["attention"]), flush=True)
+    if args.profile:
+        report["profile"] = _profile(args.family, args.scale, args.cache, args.device, args.profile, args.rows)
+        print(json.dumps(report["profile"]), flush=True)
+    alone = _measure(args.family, args.scale, args.cache, args.device, stacks, args.repeats, args.rows) if stacks else []
     for line in alone:
         print(json.dumps({"what": "alone", **line}), flush=True)
-    report = {"family": args.family, "device": args.device, "alone": _summary(alone)}
+    report["alone"] = _summary(alone)
     if args.procs:
         with mp.get_context("spawn").Pool(args.procs) as pool:
             t0 = time.perf_counter()
