@@ -1,16 +1,19 @@
-"""Decode throughput of a job's stacked seeds on one GPU: the KV cache's precision, the stack's size,
-and processes side by side, each measured alone on the device in one run.
+"""Decode throughput of a job's stacked seeds on one GPU: the stack's size, processes side by side,
+one decode step's attention kernels, and where a generation's time goes.
 
 A GRPO step of the mini backend is mostly its generation (docs/mini-backend.md: 200 of 250 s for
 string_pipeline's reference job). This plays what a training step plays, the reference job's own
-tasks sampled at its temperature and caps from the family's cached base, `--stack` copies of it
+tasks sampled at its temperature and caps from the family's cached base, `--stacks` copies of it
 decoded as one batch (`stack.generate_stacked`), and reports rollouts and generated tokens per
-second for every (cache dtype, stack) variant, alternating variants across repeats so drift
-hits all alike. `--procs P` also runs P processes at once, each doing the same (what the ranking
-does), and reports their total. The greedy agreement of the two cache precisions on the hidden
-items (the share of rollouts decoded to the same reply, and both accuracies) says what bf16 costs.
+second per stack size, alternating across repeats so drift hits all alike. `--procs P` then runs
+P processes at once, each doing the same with the largest stack (what the ranking does), and
+reports their total. `--attention ROWS,POSITIONS` times one decode step's attention at those
+shapes through every SDPA backend and as two matmuls, fp32 and bf16, in the same run (the
+comparison behind `SeedStack`'s attention); `--profile S` splits one generation of S stacked seeds
+into host and device time and lists the operators that take the device's.
 
-    python3 bench/mini_decode.py --family string_pipeline --cache .mini-cache --stacks 4,8,16 --procs 4   # GPU machine
+    python3 bench/mini_decode.py --family string_pipeline --cache .mini-cache --stacks 8,16 --procs 4 \
+        --attention 1024,700 --profile 8                                                          # GPU machine
 """
 
 from __future__ import annotations
@@ -25,9 +28,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 import mini_ranking  # noqa: E402 - bench/mini.py's bootstrap, the export's files and the base builder
-
-DTYPES = ("fp32", "bf16")
-
 
 def _setup(family_id: str, scale: str, cache: str, device: str):
     from trainergym.mini.knobs import map_knobs, prime_rl_table
@@ -51,7 +51,7 @@ def _setup(family_id: str, scale: str, cache: str, device: str):
 
 
 def _measure(family_id: str, scale: str, cache: str, device: str, stacks: list[int], repeats: int, rows: int | None) -> list[dict]:
-    """Every (dtype, stack) variant `repeats` times, alternating; one line per generation."""
+    """Every stack size `repeats` times, alternating; one line per generation."""
     import torch
 
     from trainergym.mini.stack import generate_stacked
@@ -62,46 +62,22 @@ def _measure(family_id: str, scale: str, cache: str, device: str, stacks: list[i
     out = []
     for r in range(repeats + 1):  # the first round warms up (kernels, allocator) and is not reported
         for stack in stacks:
-            for dtype in DTYPES:
-                batch = [tasks[(r * 997 + s * per_seed + i) % len(tasks)] for s in range(stack) for i in range(per_seed)]
-                gens = [torch.Generator(device=device).manual_seed(1000 * r + s) for s in range(stack)]
-                torch.cuda.synchronize() if device.startswith("cuda") else None
-                started = time.perf_counter()
-                played = generate_stacked([model] * stack, tok, family, [batch[s * per_seed:(s + 1) * per_seed]
-                                                                         for s in range(stack)],
-                                          generators=gens, cache_dtype={"bf16": torch.bfloat16}.get(dtype), **play)
-                torch.cuda.synchronize() if device.startswith("cuda") else None
-                seconds = time.perf_counter() - started
-                rollouts = [x for seed in played for x in seed]
-                tokens = sum(len(x.completion_ids) for x in rollouts)
-                if r:
-                    out.append({"dtype": dtype, "stack": stack, "rows": len(rollouts), "seconds": round(seconds, 3),
-                                "rollouts_per_s": round(len(rollouts) / seconds, 1),
-                                "tokens_per_s": round(tokens / seconds, 1),
-                                "decode_steps": max(len(x.completion_ids) for x in rollouts)})
+            batch = [tasks[(r * 997 + s * per_seed + i) % len(tasks)] for s in range(stack) for i in range(per_seed)]
+            gens = [torch.Generator(device=device).manual_seed(1000 * r + s) for s in range(stack)]
+            torch.cuda.synchronize() if device.startswith("cuda") else None
+            started = time.perf_counter()
+            played = generate_stacked([model] * stack, tok, family,
+                                      [batch[s * per_seed:(s + 1) * per_seed] for s in range(stack)],
+                                      generators=gens, **play)
+            torch.cuda.synchronize() if device.startswith("cuda") else None
+            seconds = time.perf_counter() - started
+            rollouts = [x for seed in played for x in seed]
+            tokens = sum(len(x.completion_ids) for x in rollouts)
+            if r:
+                out.append({"stack": stack, "rows": len(rollouts), "seconds": round(seconds, 3),
+                            "rollouts_per_s": round(len(rollouts) / seconds, 1), "tokens_per_s": round(tokens / seconds, 1),
+                            "decode_steps": max(len(x.completion_ids) for x in rollouts)})
     return out
-
-
-def _agreement(family_id: str, scale: str, cache: str, device: str, n: int) -> dict:
-    """Greedy replies of the base on `n` hidden items with an fp32 and a bf16 cache."""
-    import torch
-
-    from trainergym.mini.rollout import Task, _checks, generate
-    from trainergym.mini.train import eval_caps
-
-    family, base, model, tok, _, _, _, manifest = _setup(family_id, scale, cache, device)
-    rows = [json.loads(x) for x in (mini_ranking.EXPORT / manifest["hidden_eval"]).read_text().splitlines()][:n]
-    from trainergym.mini.stack import SeedStack
-
-    replies = {}
-    for dtype in DTYPES:
-        stack = SeedStack([model], len(rows), {"bf16": torch.bfloat16}.get(dtype))
-        replies[dtype] = [r.reply for r in generate(stack, tok, family, [Task.from_row(x) for x in rows], greedy=True,
-                                                      **eval_caps(base))]
-    acc = {d: round(sum(_checks(family, rep, x["answer"]) for rep, x in zip(replies[d], rows, strict=True)) / len(rows), 3)
-           for d in DTYPES}
-    same = sum(a == b for a, b in zip(replies["fp32"], replies["bf16"], strict=True))
-    return {"items": len(rows), "same_reply": same, "accuracy": acc}
 
 
 def _attention(device: str, rows: int, positions: int, heads: int, dim: int, repeats: int = 20) -> list[dict]:
@@ -182,10 +158,10 @@ def _profile(family_id: str, scale: str, cache: str, device: str, stack: int, ro
 def _summary(lines: list[dict]) -> list[dict]:
     by = {}
     for x in lines:
-        by.setdefault((x["dtype"], x["stack"]), []).append(x)
-    return [{"dtype": d, "stack": s, "rollouts_per_s": round(sum(x["rows"] for x in xs) / sum(x["seconds"] for x in xs), 1),
+        by.setdefault(x["stack"], []).append(x)
+    return [{"stack": s, "rollouts_per_s": round(sum(x["rows"] for x in xs) / sum(x["seconds"] for x in xs), 1),
              "tokens_per_s": round(sum(x["tokens_per_s"] * x["seconds"] for x in xs) / sum(x["seconds"] for x in xs), 1),
-             "repeats": len(xs)} for (d, s), xs in sorted(by.items())]
+             "repeats": len(xs)} for s, xs in sorted(by.items())]
 
 
 def main(argv=None) -> int:
@@ -200,7 +176,6 @@ def main(argv=None) -> int:
     p.add_argument("--rows", type=int, default=None, help="rollouts per seed (default: the reference job's batch)")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--procs", type=int, default=0, help="then P processes at once, each the largest stack")
-    p.add_argument("--agreement-n", type=int, default=200)
     p.add_argument("--profile", type=int, default=0, help="also profile one generation of this many stacked seeds")
     p.add_argument("--attention", default="", help="rows,positions: also time one decode step's attention kernels")
     args = p.parse_args(argv)
@@ -230,13 +205,8 @@ def main(argv=None) -> int:
             wall = time.perf_counter() - t0
         together = _summary([x for part in parts for x in part])
         # Each process's rate is its rows over its own seconds; they overlap, so the total is their sum.
-        report["side_by_side"] = {"procs": args.procs, "wall_s": round(wall, 1),
-                                  "per_dtype_total_rollouts_per_s": {s["dtype"]: round(s["rollouts_per_s"] * args.procs, 1)
-                                                                     for s in together},
-                                  "note": "variants alternate in every process, so the processes decode fp32 and bf16 "
-                                          "at about the same times"}
-    if args.agreement_n:
-        report["greedy_agreement"] = _agreement(args.family, args.scale, args.cache, args.device, args.agreement_n)
+        report["side_by_side"] = {"procs": args.procs, "stack": stacks[-1], "wall_s": round(wall, 1),
+                                  "total_rollouts_per_s": round(together[0]["rollouts_per_s"] * args.procs, 1)}
     report["seconds"] = round(time.time() - started, 1)
     print(json.dumps(report), flush=True)
     return 0

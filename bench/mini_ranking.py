@@ -203,15 +203,13 @@ def _train_group(item: dict) -> list[dict]:
         models.append(model)
     started = time.time()
     runs = train_seeds(models, tokenizer, family, item["tasks"], stand_in(item["reward"], family.__name__), knobs,
-                       seeds, device=item["device"], max_len=base.caps()["max_len"], max_new=item["max_new"],
-                       cache_dtype={"bf16": torch.bfloat16}.get(item["cache_dtype"]))
+                       seeds, device=item["device"], max_len=base.caps()["max_len"], max_new=item["max_new"])
     trained = time.time() - started
     trained_models = [r.model for r in runs]
     hidden = accuracies(trained_models, tokenizer, family, item["hidden"], **eval_caps(base))
     public = accuracies(trained_models, tokenizer, family, item["public"], **eval_caps(base))
     rows = [{**item["key"], "seed": r.seed, "post_hidden": h, "post_public": p, "seconds": round(trained, 1),
              "scored_s": round(time.time() - started - trained, 1), "side_by_side": len(seeds),
-             "cache_dtype": item["cache_dtype"],
              "generation_seconds": round(r.generation_seconds, 1), "rollouts": r.rollouts,
              "curve": [round(x, 3) for x in r.rewards], "base_key": base.key,
              "peak_gib": round(torch.cuda.max_memory_reserved() / 2**30, 1) if torch.cuda.is_available() else None}
@@ -231,7 +229,6 @@ def train(args) -> int:
     from trainergym.mini.train import eval_caps, training_caps
 
     started = time.time()
-    deadline = started + args.budget
     out = Path(args.out)
     done = set()
     for path in args.done or []:
@@ -280,13 +277,15 @@ def train(args) -> int:
             for lo in range(0, len(todo), args.stack):
                 work.append({"key": {"family": fam, "job": name}, "seeds": todo[lo:lo + args.stack], "base": base,
                              "knobs": knobs, "tasks": tasks, "reward": job["reward"], "max_new": caps["max_new"],
-                             "hidden": hidden, "public": public, "device": args.device, "deadline": deadline,
-                             "cache_dtype": args.cache_dtype})
+                             "hidden": hidden, "public": public, "device": args.device})
         del model
     if args.device.startswith("cuda"):
         import torch
 
         torch.cuda.empty_cache()  # the pre scores' memory goes back to the seed processes
+    deadline = time.time() + args.budget  # from here: the bases and pre scores take a call's first minute
+    for w in work:
+        w["deadline"] = deadline
     # Jobs the probe lets through first (the surrogate's ranking among them is what a user meets), low seeds first.
     work.sort(key=lambda w: (not manifests[w["key"]["family"]]["jobs"][w["key"]["job"]]["validates"], w["seeds"][0],
                              list(manifests).index(w["key"]["family"])))
@@ -441,12 +440,10 @@ def main(argv=None) -> int:
                    default={}, help="per-job seed counts overriding --seeds, e.g. reference=8,lr_x10=2")
     t.add_argument("--procs", type=int, default=4, help="processes, each training one job's group of seeds")
     t.add_argument("--stack", type=int, default=8, help="seeds of a job side by side in one process")
-    t.add_argument("--cache-dtype", default="fp32", choices=["fp32", "bf16"],
-                   help="the training rollouts' KV cache and attention (scoring stays fp32)")
     t.add_argument("--scale", default="gpu")
     t.add_argument("--device", default="cuda")
     t.add_argument("--public-n", type=int, default=300)
-    t.add_argument("--budget", type=float, default=400.0, help="seconds after which no new run starts")
+    t.add_argument("--budget", type=float, default=400.0, help="seconds, from the end of the pre scores, after which no new run starts")
     t.add_argument("--build-budget", type=float, default=150.0, help="seconds the bases may take")
     t.add_argument("--cache", default=str(ROOT / ".mini-cache"))
     t.add_argument("--done", nargs="*", help="earlier --out files: their runs are not repeated")

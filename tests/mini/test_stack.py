@@ -153,19 +153,3 @@ def test_a_failing_seed_stops_every_seed_with_its_error(tasks):
     models, tok = _seeds(2, noise=0.0)
     with pytest.raises(RuntimeError, match="the job's reward failed"):
         train_seeds(models, tok, family, ts, reward, _job(), [0, 1], max_len=400, max_new=200)
-
-
-def test_a_bf16_cache_stays_close_and_plays(seeds, tasks):
-    """The opt-in bf16 cache (attention in bf16, the rest in fp32): logits near fp32's, rollouts whole."""
-    models, tok = seeds
-    family, ts = tasks
-    vocab = models[0].config.vocab_size
-    ids = torch.randint(5, vocab, (6, 9), generator=torch.Generator().manual_seed(1))
-    mask = torch.ones_like(ids)
-    pos = torch.arange(9)[None].expand(6, 9)
-    full = SeedStack(models, 2)(ids, mask, pos, SeedStack(models, 2).new_cache()).logits
-    half_stack = SeedStack(models, 2, torch.bfloat16)
-    half = half_stack(ids, mask, pos, half_stack.new_cache()).logits
-    assert half.dtype == full.dtype and (half - full).abs().max() < 0.1
-    played = generate_stacked(models, tok, family, [ts] * len(models), greedy=True, cache_dtype=torch.bfloat16, **CAPS)
-    assert all(r.stop for rs in played for r in rs)

@@ -50,20 +50,20 @@ class SeedRun:
 
 def train_seeds(models: list, tokenizer, family, tasks: list[Task], reward: Reward, knobs: Knobs, seeds: list[int],
                 device: str = "cpu", max_len: int = 1024, max_new: int | None = None,
-                log: Callable[[str], None] | None = None, cache_dtype=None) -> list[SeedRun]:
+                log: Callable[[str], None] | None = None) -> list[SeedRun]:
     """Train each of `models` in place with GRPO, `models[i]` with seed `seeds[i]`, side by side:
     one `GRPOTrainer` per seed, each in its own thread, meeting at every step so that all the
     seeds' rollouts are decoded in one stacked batch (`stack.SeedStack`). Each seed keeps its own
     optimiser, data order and sampling generator; only the decoding is shared. Their training
     steps take turns (a lock), so memory holds one step's activations, not one per seed; so do
-    the reward calls (a job's confined reward is one process). `cache_dtype`: `stack.SeedStack`'s."""
+    the reward calls (a job's confined reward is one process)."""
     import threading
 
     if len(models) != len(seeds):
         raise ValueError("train_seeds: one seed per model")
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     runs = [SeedRun(seed=s) for s in seeds]
-    meet = _Lockstep(models, tokenizer, family, knobs, max_len, max_new, seeds, device, runs, cache_dtype)
+    meet = _Lockstep(models, tokenizer, family, knobs, max_len, max_new, seeds, device, runs)
     turns, rewarding = threading.Lock(), threading.Lock()
     trainers = [_trainer(k, models[k], tokenizer, tasks, reward, knobs, seeds[k], device, max_len, runs[k], meet, turns,
                          rewarding, log) for k in range(len(models))]
@@ -97,13 +97,12 @@ def train_seeds(models: list, tokenizer, family, tasks: list[Task], reward: Rewa
 class _Lockstep:
     """Where the seeds' trainers meet each step: the last to arrive decodes every seed's batch."""
 
-    def __init__(self, models, tokenizer, family, knobs: Knobs, max_len: int, max_new: int | None, seeds, device, runs,
-                 cache_dtype=None):
+    def __init__(self, models, tokenizer, family, knobs: Knobs, max_len: int, max_new: int | None, seeds, device, runs):
         import threading
 
         self.models, self.tokenizer, self.family, self.knobs = models, tokenizer, family, knobs
         self.max_len, self.max_new, self.seeds, self.device, self.runs = max_len, max_new, seeds, device, runs
-        self.step, self.cache_dtype = 0, cache_dtype
+        self.step = 0
         self.batches: dict[int, list[Task]] = {}
         self.played: dict[int, list] = {}
         self.barrier = threading.Barrier(len(models), action=self._play)
@@ -137,7 +136,7 @@ class _Lockstep:
         generators = self._generators(order)
         if len(models) > 1 or supports(models[0]):
             played = generate_stacked(models, self.tokenizer, self.family, [self.batches[i] for i in order],
-                                      generators=generators, cache_dtype=self.cache_dtype, **caps)
+                                      generators=generators, **caps)
         else:  # a model the stack does not reproduce trains alone, through transformers' forward
             played = [generate(models[0], self.tokenizer, self.family, self.batches[order[0]], generator=generators[0],
                                **caps)]

@@ -6,8 +6,9 @@ H200 out of memory. Seeds of one job share the shape and the step count, so thei
 meet at every step and decode all their rollouts in one forward, each row reading its own seed's
 weights through batched matmuls (`torch.bmm` over a stacked weight per layer): as many kernels
 as one model, several times the rows. Measured on the H200 (docs/mini-backend.md): 39 seeds
-shared the GPU where 16 processes did not fit, at 1.3-1.5x the rollouts per second; on long
-rollouts a step is then mostly the attention's reads of the cache, not launches.
+shared the GPU where 16 processes did not fit, at 1.3-1.5x the rollouts per second. A decode
+step's attention is two matmuls (SDPA's fp32 kernel read the cache 4x slower); what is left of a
+step is mostly the host's (launches, the rollout loop, the tools).
 
 `SeedStack` is a decode-only Qwen3 forward over the stacked weights of `models` (it copies them:
 build one per generation, after the optimiser steps). It speaks the part of a transformers
@@ -88,15 +89,10 @@ class SeedStack:
 
     training = False
 
-    def __init__(self, models: list, rows_per_model: int, cache_dtype=None):
-        """`cache_dtype` (e.g. `torch.bfloat16`): keys, values and attention in that precision, the
-        rest in the models' own. Off by default: on the H200 a decode step of long rollouts is mostly
-        the attention's reads of the cache (docs/mini-backend.md), but sampling then differs from
-        the trained precision (as a bf16 inference server's does), and nothing has measured it yet."""
+    def __init__(self, models: list, rows_per_model: int):
         import torch
 
         first = models[0]
-        self.cache_dtype = cache_dtype
         self.config = config = first.config
         self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
@@ -199,7 +195,7 @@ class SeedStack:
         # a padding query (left padding of the prompt) stays finite and its key harms no one.
         allowed = (mask[:, None, :total].bool() & (key_pos[None, :] <= query_pos[:, None])[None]) | \
                   (key_pos[None, :] == query_pos[:, None])[None]
-        allowed = allowed[:, None]                                                       # [rows, 1, t, total]
+        blocked = ~allowed[:, None]                                                      # [rows, 1, t, total]
         x = self._to_models(h)
         H, K, D = self.heads, self.kv_heads, self.head_dim
         for layer, lc in zip(self.layers, cache.layers, strict=True):
@@ -210,12 +206,17 @@ class SeedStack:
             v = v.view(rows, t, K, D).transpose(1, 2)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
-            if self.cache_dtype is not None:
-                q, k, v = q.to(self.cache_dtype), k.to(self.cache_dtype), v.to(self.cache_dtype)
             keys, values = lc.append(k, v)
             if K != H:
                 keys, values = keys.repeat_interleave(H // K, 1), values.repeat_interleave(H // K, 1)
-            attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=allowed, scale=D ** -0.5).to(x.dtype)
+            if t == 1:
+                # A decode step: two matmuls. For one query per row against a long fp32 cache, SDPA's
+                # memory-efficient kernel read the cache at 0.54 TB/s on the H200, these at 2.2
+                # (bench/mini_decode.py --attention; docs/mini-backend.md).
+                scores = (q @ keys.transpose(-1, -2)) * D ** -0.5
+                attn = scores.masked_fill(blocked, float("-inf")).softmax(-1) @ values
+            else:  # the prompt: SDPA, which never holds the [rows, heads, t, t] scores
+                attn = F.scaled_dot_product_attention(q, keys, values, attn_mask=~blocked, scale=D ** -0.5)
             x = x + torch.bmm(self._to_models(attn.transpose(1, 2).reshape(rows, t, H * D)), layer.o)
             gate, up = torch.bmm(self._rms(x, layer.norm_post), layer.gate_up).chunk(2, dim=-1)
             x = x + torch.bmm(F.silu(gate) * up, layer.down)
@@ -229,8 +230,7 @@ def _rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def generate_stacked(models: list, tokenizer, family, tasks: list[list], *, generators=None, cache_dtype=None,
-                     **caps) -> list[list]:
+def generate_stacked(models: list, tokenizer, family, tasks: list[list], *, generators=None, **caps) -> list[list]:
     """Play `tasks[i]` (one list per model, all the same length) with `models[i]`, all in one batch;
     sampled with `generators[i]` (one per model, so a seed's draws are its own), or greedy. Takes
     `rollout.generate`'s keyword arguments otherwise; returns one list of `Rollout`s per model."""
@@ -239,7 +239,7 @@ def generate_stacked(models: list, tokenizer, family, tasks: list[list], *, gene
     n = len(tasks[0])
     if any(len(ts) != n for ts in tasks) or len(tasks) != len(models):
         raise ValueError("generate_stacked: one task list per model, all of one length")
-    played = generate(SeedStack(models, n, cache_dtype), tokenizer, family, [t for ts in tasks for t in ts],
+    played = generate(SeedStack(models, n), tokenizer, family, [t for ts in tasks for t in ts],
                       generator=list(generators) if generators is not None else None, **caps)
     return [played[i * n:(i + 1) * n] for i in range(len(models))]
 
