@@ -5,7 +5,8 @@ A GRPO step of the mini backend is mostly its generation (docs/mini-backend.md: 
 string_pipeline's reference job). This plays what a training step plays, the reference job's own
 tasks sampled at its temperature and caps from the family's cached base, `--stacks` copies of it
 decoded as one batch (`stack.generate_stacked`), and reports rollouts and generated tokens per
-second per stack size, alternating across repeats so drift hits all alike. `--procs P` then runs
+second per stack size (with `--tf32`, also with TF32 matmuls), alternating across repeats so drift
+hits all alike. `--procs P` then runs
 P processes at once, each doing the same with the largest stack (what the ranking does), and
 reports their total. `--attention ROWS,POSITIONS` times one decode step's attention at those
 shapes through every SDPA backend and as two matmuls, fp32 and bf16, in the same run (the
@@ -50,8 +51,11 @@ def _setup(family_id: str, scale: str, cache: str, device: str):
     return family, base, model, tok, tasks, knobs, play, manifest
 
 
-def _measure(family_id: str, scale: str, cache: str, device: str, stacks: list[int], repeats: int, rows: int | None) -> list[dict]:
-    """Every stack size `repeats` times, alternating; one line per generation."""
+def _measure(family_id: str, scale: str, cache: str, device: str, stacks: list[int], repeats: int, rows: int | None,
+             tf32: bool = False) -> list[dict]:
+    """Every stack size `repeats` times, alternating (with `tf32`, each also with TF32 matmuls:
+    tensor cores for the fp32 weights and cache, as an inference server's lower precision);
+    one line per generation."""
     import torch
 
     from trainergym.mini.stack import generate_stacked
@@ -61,7 +65,8 @@ def _measure(family_id: str, scale: str, cache: str, device: str, stacks: list[i
     per_seed = rows or knobs.batch_size
     out = []
     for r in range(repeats + 1):  # the first round warms up (kernels, allocator) and is not reported
-        for stack in stacks:
+        for stack, fast in [(st, f) for st in stacks for f in ((False, True) if tf32 else (False,))]:
+            torch.backends.cuda.matmul.allow_tf32 = fast
             batch = [tasks[(r * 997 + s * per_seed + i) % len(tasks)] for s in range(stack) for i in range(per_seed)]
             gens = [torch.Generator(device=device).manual_seed(1000 * r + s) for s in range(stack)]
             torch.cuda.synchronize() if device.startswith("cuda") else None
@@ -74,7 +79,7 @@ def _measure(family_id: str, scale: str, cache: str, device: str, stacks: list[i
             rollouts = [x for seed in played for x in seed]
             tokens = sum(len(x.completion_ids) for x in rollouts)
             if r:
-                out.append({"stack": stack, "rows": len(rollouts), "seconds": round(seconds, 3),
+                out.append({"stack": stack, "tf32": fast, "rows": len(rollouts), "seconds": round(seconds, 3),
                             "rollouts_per_s": round(len(rollouts) / seconds, 1), "tokens_per_s": round(tokens / seconds, 1),
                             "decode_steps": max(len(x.completion_ids) for x in rollouts)})
     return out
@@ -158,10 +163,10 @@ def _profile(family_id: str, scale: str, cache: str, device: str, stack: int, ro
 def _summary(lines: list[dict]) -> list[dict]:
     by = {}
     for x in lines:
-        by.setdefault(x["stack"], []).append(x)
-    return [{"stack": s, "rollouts_per_s": round(sum(x["rows"] for x in xs) / sum(x["seconds"] for x in xs), 1),
+        by.setdefault((x["stack"], x["tf32"]), []).append(x)
+    return [{"stack": s, "tf32": f, "rollouts_per_s": round(sum(x["rows"] for x in xs) / sum(x["seconds"] for x in xs), 1),
              "tokens_per_s": round(sum(x["tokens_per_s"] * x["seconds"] for x in xs) / sum(x["seconds"] for x in xs), 1),
-             "repeats": len(xs)} for s, xs in sorted(by.items())]
+             "repeats": len(xs)} for (s, f), xs in sorted(by.items())]
 
 
 def main(argv=None) -> int:
@@ -175,6 +180,7 @@ def main(argv=None) -> int:
     p.add_argument("--stacks", default="4,8,16", help="seeds decoded together, comma list")
     p.add_argument("--rows", type=int, default=None, help="rollouts per seed (default: the reference job's batch)")
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--tf32", action="store_true", help="each stack size also with TF32 matmuls")
     p.add_argument("--procs", type=int, default=0, help="then P processes at once, each the largest stack")
     p.add_argument("--profile", type=int, default=0, help="also profile one generation of this many stacked seeds")
     p.add_argument("--attention", default="", help="rows,positions: also time one decode step's attention kernels")
@@ -193,11 +199,16 @@ def main(argv=None) -> int:
     if args.profile:
         report["profile"] = _profile(args.family, args.scale, args.cache, args.device, args.profile, args.rows)
         print(json.dumps(report["profile"]), flush=True)
-    alone = _measure(args.family, args.scale, args.cache, args.device, stacks, args.repeats, args.rows) if stacks else []
+    alone = _measure(args.family, args.scale, args.cache, args.device, stacks, args.repeats, args.rows, args.tf32) \
+        if stacks else []
     for line in alone:
         print(json.dumps({"what": "alone", **line}), flush=True)
     report["alone"] = _summary(alone)
     if args.procs:
+        if args.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()  # the big stacks' cache held 58-87 GiB here: the processes ran out beside it
         with mp.get_context("spawn").Pool(args.procs) as pool:
             t0 = time.perf_counter()
             parts = pool.starmap(_measure, [(args.family, args.scale, args.cache, args.device, [stacks[-1]], args.repeats, args.rows)]
@@ -206,7 +217,8 @@ def main(argv=None) -> int:
         together = _summary([x for part in parts for x in part])
         # Each process's rate is its rows over its own seconds; they overlap, so the total is their sum.
         report["side_by_side"] = {"procs": args.procs, "stack": stacks[-1], "wall_s": round(wall, 1),
-                                  "total_rollouts_per_s": round(together[0]["rollouts_per_s"] * args.procs, 1)}
+                                  "total_rollouts_per_s": round(together[0]["rollouts_per_s"] * args.procs, 1),
+                                  "note": "TF32 off"}
     report["seconds"] = round(time.time() - started, 1)
     print(json.dumps(report), flush=True)
     return 0
