@@ -32,6 +32,7 @@ real training separates (an exact permutation test of the means, p < 0.05), the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import gzip
 import json
@@ -212,6 +213,7 @@ def _train_group(item: dict) -> list[dict]:
              "scored_s": round(time.time() - started - trained, 1), "side_by_side": len(seeds),
              "generation_seconds": round(r.generation_seconds, 1), "rollouts": r.rollouts,
              "curve": [round(x, 3) for x in r.rewards], "base_key": base.key,
+             "knobs": {k: v for k, v in dataclasses.asdict(knobs).items() if k != "unhonoured"},  # what trained, whatever the name
              "peak_gib": round(torch.cuda.max_memory_reserved() / 2**30, 1) if torch.cuda.is_available() else None}
             for r, h, p in zip(runs, hidden, public, strict=True)]
     del runs, models, trained_models
