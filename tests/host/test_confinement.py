@@ -211,11 +211,16 @@ ds = ShmidDs()
 if out["ipc"]["made"][0] >= 0 and libc.shmctl(out["ipc"]["made"][0], 2, ctypes.byref(ds)) == 0:  # IPC_STAT
     ds.perm.uid = 0  # the owner may give it away: to root, whom no sweep by owner would touch
     out["ipc"]["handed_to_root"] = libc.shmctl(out["ipc"]["made"][0], 1, ctypes.byref(ds)) == 0  # IPC_SET
+out["seen"] = {path: os.path.exists(path) for path in sys.argv[3:]}
+try:
+    out["localhost"] = socket.getaddrinfo("localhost", 80)[0][4][0]
+except OSError as e:
+    out["localhost"] = type(e).__name__
 open(os.path.join(sys.argv[1], "inside.json"), "w").write(json.dumps(out))
 """
 
 
-def _confined_run(confinement, tmp_root: Path, port: int) -> dict:
+def _confined_run(confinement, tmp_root: Path, port: int, look: tuple[str, ...] = ()) -> dict:
     python = _system_python()
     if python is None:
         pytest.skip("no interpreter here that every uid may run")
@@ -225,7 +230,7 @@ def _confined_run(confinement, tmp_root: Path, port: int) -> dict:
         (top / "inside.py").write_text(_INSIDE)
         out, home = top / "outputs", top / "home"
         confinement.prepare([out, home], run=[Path(python)], protected=[])
-        argv = confinement.command([python, str(top / "inside.py"), str(out), str(port)], writable=[out, home],
+        argv = confinement.command([python, str(top / "inside.py"), str(out), str(port), *look], writable=[out, home],
                                    shown=[top], hidden=[])
         done = subprocess.run(argv, capture_output=True, text=True, env=confinement.env(home), timeout=60)
         assert done.returncode == 0, done.stderr[-1500:]
@@ -251,6 +256,30 @@ def test_bubblewrap_gives_the_trainer_no_network_no_disks_and_not_root(host):
     assert not [d for d in inside["devices"] if d.startswith(("loop", "sd", "nvme", "vd", "xvd", "mem", "kmem", "port"))]
     assert inside["uid"] != 0 and (os.geteuid() != 0 or inside["uid"] == confinement.uid)
     assert min(inside["ipc"]["made"]) >= 0 and _ipc_left(inside) == []  # its IPC namespace died with it
+
+
+def test_bubblewrap_shows_the_trainer_an_allow_list_root(host, monkeypatch):
+    """What the runner shows it and the system's files, nothing else of the host: not a second
+    checkout beside ours, not homes, not /etc/passwd; TRAINERGYM_TRAINER_SHOW adds a path."""
+    confinement = Confinement.choose("bwrap")
+    if confinement.kind != "bwrap":
+        pytest.skip(f"bwrap cannot confine a trainer here: {confinement.why_not}")
+    try:
+        second = Path(tempfile.mkdtemp(prefix=".tg-second-checkout-", dir=Path.home()))
+    except OSError:
+        pytest.skip("no home to plant a second checkout in")
+    try:
+        second.chmod(0o755)
+        (second / "pyproject.toml").write_text("[project]\nname = 'trainergym'\n")
+        asked = (str(second), str(second / "pyproject.toml"), "/etc/passwd", "/etc/shadow", "/home", "/root", "/opt",
+                 "/srv", "/var/lib", "/etc/hosts", "/usr/bin", "/sys/class", "/proc/self")
+        inside = _confined_run(confinement, host["top"], 9, asked)
+        assert [p for p, seen in inside["seen"].items() if seen] == ["/etc/hosts", "/usr/bin", "/sys/class", "/proc/self"]
+        assert inside["localhost"] == "127.0.0.1"
+        monkeypatch.setenv("TRAINERGYM_TRAINER_SHOW", str(second))
+        assert _confined_run(confinement, host["top"], 9, asked[:2])["seen"] == {asked[0]: True, asked[1]: True}
+    finally:
+        shutil.rmtree(second, ignore_errors=True)
 
 
 def test_what_a_trainer_uid_leaves_in_the_shared_scratch_is_deleted(host):

@@ -16,8 +16,10 @@ the job's `outputs/` and a `home/` of its own. Mechanisms (`TRAINERGYM_TRAINER_C
   (/tmp, /var/tmp, /dev/shm) is deleted, and every System V object it made (shared memory,
   semaphores, message queues: by creator, which the owner cannot change) removed. It needs only
   CAP_SETUID, which a container's root has; a pod cannot create namespaces, so its network stays open.
-- `bwrap`: bubblewrap, the whole filesystem read-only but `outputs/` and `home/`, the data
-  directory (the hidden-eval secret) behind an empty tmpfs, a private /tmp, a /dev of its own
+- `bwrap`: bubblewrap, an allow-list root (read-only: the system's programs and libraries, a
+  few files of /etc, /sys, and what the runner shows it: the job's root and the host's shared
+  directory; writable: `outputs/` and `home/`), the scorer's install, the pre-score cache and the
+  data directory (the hidden-eval secret) behind empty tmpfs, a private /tmp, a /dev of its own
   holding only the harmless devices and the GPUs (no disks), no network but its own loopback
   (prime-rl's processes all run inside), a PID namespace of its own (every process in it dies
   with it), no capabilities. As root it also drops to a uid of its own inside, as setpriv does:
@@ -87,15 +89,59 @@ def _drop(uid: int) -> list[str]:
 
 SCRATCH = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))  # where any uid may leave files behind
 _GPU_DEVICES = ("/dev/nvidia*", "/dev/dri")
+# What of the host a bubblewrap trainer sees, read-only, beside what the runner shows it (the job's
+# root, the host's shared directory, what its command names): the programs and libraries; the files
+# of /etc that the loader, name lookup ("localhost") and TLS read; /sys (NCCL and NVML read the
+# GPUs' topology there). Its /proc, /dev and /tmp are its own. No other checkout, home, runs/ or
+# /etc/passwd is there. `TRAINERGYM_TRAINER_SHOW` (paths, colon-separated) adds to it, read-only,
+# for a host whose trainer needs more.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
+SYSTEM_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime", "/etc/alternatives",
+                "/etc/hosts", "/etc/host.conf", "/etc/nsswitch.conf", "/etc/gai.conf", "/etc/ssl",
+                "/etc/ca-certificates")
 
 
-def _bwrap_base() -> list[str]:
+class _Root:
+    """bubblewrap arguments that build a root from nothing: empty scratch directories, then each
+    path shown (read-only, or writable) at its own place, the directories leading to it made 0755
+    (bubblewrap would make them 0700, closed to the trainer's uid), the host's links kept as links."""
+
+    SCRATCH = (Path("/tmp"), Path("/var/tmp"))
+
+    def __init__(self):
+        self.args = ["--perms", "0755", "--dir", "/var"]
+        for path in self.SCRATCH:
+            self.args += ["--perms", "1777", "--tmpfs", str(path)]
+        self.made: set[Path] = {Path("/"), Path("/var"), *self.SCRATCH}
+        self.binds: list[Path] = []
+
+    def show(self, path: Path | str, writable: bool = False) -> None:
+        path = Path(path)
+        if str(path) in (*SYSTEM, *SYSTEM_FILES) and os.path.islink(path):
+            self.args += ["--symlink", os.readlink(path), str(path)]
+            return
+        if not path.exists() or any(path == b or (path.is_relative_to(b) and not writable) for b in self.binds):
+            return
+        for ancestor in reversed(path.parents):  # what a bind already holds exists; the rest is made
+            if ancestor not in self.made and not any(ancestor.is_relative_to(b) for b in self.binds):
+                self.args += ["--perms", "0755", "--dir", str(ancestor)]
+                self.made.add(ancestor)
+        self.args += ["--bind" if writable else "--ro-bind", str(path), str(path)]
+        self.binds.append(path)
+
+
+def _bwrap_base(shown: list[Path] = (), writable: list[Path] = ()) -> list[str]:
     # As root, bubblewrap keeps every capability unless told (one could remount / read-write).
     caps = ["--cap-drop", "ALL"] if os.geteuid() == 0 else []
     gpus = [arg for pattern in _GPU_DEVICES for dev in sorted(glob.glob(pattern)) for arg in ("--dev-bind", dev, dev)]
+    root = _Root()
+    extra = [Path(p) for p in os.environ.get("TRAINERGYM_TRAINER_SHOW", "").split(":") if p.startswith("/")]
+    for path in (*SYSTEM, *SYSTEM_FILES, *sorted({*map(Path, shown), *extra}, key=lambda p: len(p.parts))):
+        root.show(path)
+    for path in writable:
+        root.show(path, writable=True)
     return [shutil.which("bwrap") or "bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-            "--unshare-net", *caps, "--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/dev/shm", *gpus,
-            "--proc", "/proc"]
+            "--unshare-net", *caps, *root.args, "--dev", "/dev", "--tmpfs", "/dev/shm", *gpus, "--proc", "/proc"]
 
 
 @functools.cache
@@ -187,8 +233,10 @@ class Confinement:
             "setpriv": f"setpriv: its own uid {self.uid} (no groups, no capabilities, no new privileges), owning only "
                        "the job's outputs and home; the installs, caches and the job's root are root's and not "
                        "writable by others; every process of the uid killed after training",
-            "bwrap": "bubblewrap: the filesystem read-only but the job's outputs and home, the data directory hidden, "
-                     "no network, no disks, no capabilities, its own PID namespace (every process killed with it); " +
+            "bwrap": "bubblewrap: an allow-list root (read-only: the system, the job's root and the host's shared "
+                     "directory; writable: the job's outputs and home), the scorer, its cache and the data directory "
+                     "hidden, no network, no disks, no capabilities, its own PID namespace (every process killed with "
+                     "it); " +
                      (f"its own uid {self.uid}" if self.uid is not None else "the runner's own uid"),
             "none": "UNCONFINED: the trainer can write whatever the runner can, the scorer's install included",
             "unavailable": f"no confinement for the trainer: {self.why_not}",
@@ -198,7 +246,9 @@ class Confinement:
         """The trainer's environment: the few variables it needs from ours (no token, no key), and
         its home, temporary and cache directories in `home`."""
         env = {k: v for k, v in environ.items() if k in _KEEP_ENV or k.startswith(_KEEP_PREFIXES)}
-        env.update(HOME=str(home), TMPDIR=str(home / "tmp"), XDG_CACHE_HOME=str(home / ".cache"),
+        # USER and LOGNAME: its uid has no /etc/passwd entry (torch's compile cache asks getpass for a name).
+        env.update(HOME=str(home), USER="trainer", LOGNAME="trainer", TMPDIR=str(home / "tmp"),
+                   XDG_CACHE_HOME=str(home / ".cache"),
                    HF_HOME=str(home / ".cache" / "huggingface"), PYTHONNOUSERSITE="1")
         return env
 
@@ -240,32 +290,13 @@ class Confinement:
         if self.kind == "setpriv":
             return [*_drop(self.uid), *argv]
         if self.kind == "bwrap":
-            cmd = _bwrap_base()
+            # An allow-list root: the system's files, what the runner shows, what the trainer writes;
+            # then the hidden directories emptied where a shown one holds them.
+            cmd = _bwrap_base(shown, writable)
             if self.uid is not None:  # setpriv needs these two to drop to the uid, and drops them
                 cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-            tmp = Path("/tmp")
-            masked = [tmp, *(h for h in hidden if h.is_dir() and not h.is_relative_to(tmp))]
-            for path in masked:
-                cmd += ["--tmpfs", str(path)]
-            made: set[Path] = set()
-
-            def parents(path: Path) -> list[str]:  # bubblewrap would make them 0700: closed to the uid
-                root = next((m for m in masked if path.is_relative_to(m)), None)
-                out = []
-                for ancestor in reversed(path.parents):
-                    if root is not None and ancestor.is_relative_to(root) and ancestor != root and ancestor not in made:
-                        made.add(ancestor)
-                        out += ["--perms", "0755", "--dir", str(ancestor)]
-                return out
-
-            for path in sorted(shown, key=lambda p: len(p.parts)):  # a directory before what lies in it
-                if path.exists() and any(path.is_relative_to(m) for m in masked):
-                    cmd += [*parents(path), "--ro-bind", str(path), str(path)]
-                    made.add(path)
-            for path in writable:
-                cmd += [*parents(path), "--bind", str(path), str(path)]
-            for path in hidden:  # last: also what lies inside a directory shown above
-                if path.is_dir() and path not in masked:
+            for path in hidden:
+                if path.is_dir() and any(path.is_relative_to(p) for p in shown):
                     cmd += ["--tmpfs", str(path)]
             return [*cmd, "--", *(_drop(self.uid) if self.uid is not None else []), *argv]
         if self.kind == "none":
