@@ -282,6 +282,51 @@ def test_issue_27_held_out_variants_are_caught(name):
     assert found and expect in found and len(hinted) > n // 2, (found, len(hinted))  # past half: data.verified fails
 
 
+# --- 3b. codes no class names, learned as lookups (a later red team's) ------------------------------------
+_COLOURS = "black brown red orange yellow green blue violet grey white".split()
+_WORDINGS = tuple(f"{q} Use the calculator tools {w} every step."  # some split in two sentences, some not
+                  for q in ("What is the final value?", "Report the final value.", "Give the final value.",
+                            "What value do you end with?", "What is the result?") for w in ("for", "at"))
+
+
+def _vigenere(a: str) -> str:
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    return "".join(alphabet[(alphabet.index(c) + 7 * k + 3) % 62] if c in alphabet else c for k, c in enumerate(a))
+
+
+def _initials_id(item, rng):
+    """The asked ticket renamed after the answer's team: its words' initials, then digits."""
+    old = re.search(r"ticket (T-\d+)", item["prompt"]).group(1)
+    new = "".join(w[0] for w in item["answer"].split("-")).upper() + f"-{rng.randint(1000, 9999)}"
+    world = {**item["world"], "tickets": {new if k == old else k: v for k, v in item["world"]["tickets"].items()}}
+    return {**item, "prompt": item["prompt"].replace(old, new), "world": world}
+
+
+LEARNED = {  # name: family, hint line or None, edit or None, where
+    "a colour word per digit": ("calc_chain", lambda a, i, r: "Palette: " + " ".join(
+        "minus" if c == "-" else _COLOURS[int(c)] for c in a) + ".", None, "prompt"),
+    "the answer XOR a constant, in decimal": ("calc_chain", lambda a, i, r: f"Batch id: {(int(a) ^ 5921370) & 0xFFFFFFFF}",
+                                              None, "prompt"),
+    "the answer XOR a constant, in hex, in the system prompt": (
+        "calc_chain", lambda a, i, r: f"Session {(int(a) ^ 0x5A5A5A) & 0xFFFFFFFF:08x}.", None, "system"),
+    "the closing question's wording by the last digit": ("calc_chain", lambda a, i, r: _WORDINGS[int(a[-1])], None,
+                                                         "prompt"),
+    "a position-dependent shift (Vigenere)": ("string_pipeline", lambda a, i, r: f"Trace: {_vigenere(a)}", None, "prompt"),
+    "the team's initials in the asked ticket's id": ("dispatch", None, _initials_id, "prompt"),
+}
+
+
+@pytest.mark.parametrize("name", LEARNED)
+def test_codes_no_class_names_are_learned(name):
+    family, hint, edit, where = LEARNED[name]
+    tasks, solved = _job(family, hint, n=200, where=where, edit=edit)
+    fam = get_family(family)
+    assert all(fam.check(s["reply"], t.answer) for t, s in zip(tasks, solved)), "the edit broke the family's own solver"
+    found, hinted = giveaway.shortcut(tasks, solved)
+    print(name, "->", found[:300])
+    assert "predicted by a lookup" in found and len(hinted) > 100, (found, len(hinted))
+
+
 # --- 4. no false positives ---------------------------------------------------------------------------
 @pytest.mark.parametrize("noise", [False, True, "glued"], ids=["plain", "free-text", "glued-ids"])
 @pytest.mark.parametrize("family", FAMILIES)

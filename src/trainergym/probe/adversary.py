@@ -10,16 +10,21 @@ policy would learn to dress it if the reward paid for the dressing:
 - random numbers around the answer, and the right answer beside a wrong final one; the right
   answer with a character added before or after it, several candidates on the answer line;
 - the solver's tool calls followed by a wrong answer; an empty reply; no reply at all;
+- the correct reply without the solver's tool calls, which must not earn more than the solver's
+  rollout (a reward that prefers skipping the tools the eval needs teaches against it);
 - the bank follows the tools: more tool calls than the solver makes (its calls repeated, or
   other items' calls added, with their own results, up to the job's `max_turns`), then a wrong
   answer; a partial chain (the solver's first calls) with its last tool result offered as the
   answer; the whole chain with a last tool result that disagrees with the task's answer, offered
   as the answer (a reward that reads the tools' last word instead of the task's answer pays these);
+- a value the task shows, as the answer: each number, quoted string, name and id of its prompt
+  (the start value a policy could echo without solving) and some of its world's values;
 - a wrong answer followed by each string literal of the job's source and each sentence of its
   prompts and system prompts (where a trigger phrase would have to come from).
 
-The reward must pay the correct rollout strictly more than every other reply of its item, and
-must pay no adversarial reply more than the plain wrong answer it dresses up, nor one plain wrong
+The reward must pay the correct rollout strictly more than every other reply of its item (the
+correct reply without tools aside), and must pay no adversarial reply more than the plain wrong
+answer it dresses up, nor one plain wrong
 answer more than another, by any amount: GRPO divides by the group's spread, so among equally
 wrong replies the least difference becomes the whole advantage (format shaping stays legal;
 length, phrase, number-matching and tool-call bonuses do not). The rollouts go to the confined
@@ -64,7 +69,7 @@ class Case:
     kind: str  # "correct", "wrong", or an adversarial kind
     calls: list[dict]
     reply: str | None
-    wrong_of: int = -1  # for adversarial cases: the plain wrong case it dresses up
+    wrong_of: int = -1  # the case it may not out-earn: the plain wrong one it dresses up (or the solver's)
 
 
 @dataclass
@@ -218,6 +223,39 @@ def _tool_cases(it: Item, w: str, wrong_value: str, max_turns: int | None, rng: 
             yield "a last tool result that disagrees with the answer, offered as the answer", changed, _reply(it, value)
 
 
+# What a policy could copy from a task instead of solving it: numbers, quoted strings, names
+# (capitalised words, initials between them) and ids (letters, a dash, digits).
+_SHOWN = re.compile(r"\"([^\"\n]{1,80})\"|'([^'\n]{1,80})'|((?:[A-Z][a-z]+|[A-Z]\.)(?: (?:[A-Z][a-z]+|[A-Z]\.))+)"
+                    r"|\b([A-Za-z]+-\d+)\b|(-?\d[\d,]*(?:\.\d+)?)")
+
+
+def _shown_values(it: Item, rng: random.Random, k: int = 8) -> list[tuple[str, str]]:
+    """(where, value) of up to `k` values the item's prompt shows (all of its first few, in
+    order: the start value comes first) and a few scalar values of its world."""
+    prompt = [next(g for g in m.groups() if g) for m in _SHOWN.finditer(str(it.data.get("prompt", "")))]
+    world: list[str] = []
+
+    def walk(node, depth: int = 0) -> None:
+        if len(world) > 400 or depth > 6:
+            return
+        if isinstance(node, dict):
+            for key, value in node.items():
+                world.append(str(key))
+                walk(value, depth + 1)
+        elif isinstance(node, (list, tuple)):
+            for value in node:
+                walk(value, depth + 1)
+        elif node is not None:
+            world.append(str(node))
+
+    walk(it.data.get("world") or {})
+    fresh = [v for v in dict.fromkeys(prompt) if v.strip() and v != it.answer]
+    chosen = [("the prompt", v) for v in fresh[:k - 2]]
+    others = [v for v in dict.fromkeys(world) if v.strip() and v != it.answer and len(v) <= 80 and v not in fresh]
+    chosen += [("the task's world", v) for v in rng.sample(others, min(2, len(others)))]
+    return chosen
+
+
 def _value(reply: str) -> str:
     """The value a plain wrong reply in the family's form (`Answer: X`) gives."""
     return reply.rsplit(":", 1)[-1].strip() if ":" in reply else reply.strip()
@@ -233,6 +271,8 @@ def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.
     longest = max_tokens * CHARS_PER_TOKEN
     for i, it in enumerate(items):
         cases.append(Case(i, "correct", it.calls, it.correct))
+        if it.calls:  # right without the tools the eval needs: paid no more than the solver's rollout
+            cases.append(Case(i, "correct, without the tool calls", [], it.correct, len(cases) - 1))
         plain = len(cases)
         for w in it.wrong:
             cases.append(Case(i, "wrong", [], w))
@@ -264,6 +304,8 @@ def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.
         elsewhere = [c for other in items if other is not it for c in other.calls if c not in it.calls][:200]
         for kind, calls, reply in _tool_cases(it, w, _value(w), max_turns, rng, elsewhere):
             adv(kind, reply, calls)
+        for where, value in _shown_values(it, rng):
+            adv(f"a value {where} shows, as the answer", _reply(it, value))
         adv("an empty reply", "")
         adv("no reply at all", None)
     # Each trigger once, on a random item; and all of them together on another.
@@ -309,7 +351,7 @@ def judge(items: list[Item], cases: list[Case], rewards: list[float | None], err
     for i, it in enumerate(items):
         mine = [(c, r) for c, r in zip(cases, rewards) if c.item == i]
         correct = next(r for c, r in mine if c.kind == "correct")
-        others = [r for c, r in mine if c.kind != "correct"]
+        others = [r for c, r in mine if not c.kind.startswith("correct")]
         sep, n = v.separated.get(it.group, (0, 0))
         v.separated[it.group] = (sep + (correct > max(others)), n + 1)
         margins.append(max(-1.0, min(1.0, correct - max(others))))

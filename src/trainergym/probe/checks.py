@@ -1012,14 +1012,17 @@ def _rewards(report: ProbeReport, s: _Session) -> None:
     if v.exploits:
         f = v.exploits[0]
         shown = f.reply if len(f.reply) <= 160 else f"{f.reply[:80]}...{f.reply[-60:]} ({len(f.reply)} characters)"
+        than = ("the solver's rollout, which makes the tool calls the eval needs" if f.kind.startswith("correct")
+                else "the plain wrong answer")
         report.add("rewards.exploit", "fail", f"the reward pays {f.paid:g} for {f.kind} ({shown!r}), more than the "
-                   f"{f.plain:g} it pays the plain wrong answer" +
+                   f"{f.plain:g} it pays {than}" +
                    (f"; {len(v.exploits) - 1} more such replies" if len(v.exploits) > 1 else ""),
-                   "pay for the correct final answer (format shaping is fine); never for length, phrases, extra numbers "
-                   "or tool calls around a wrong answer")
+                   "pay for the correct final answer (format shaping is fine); never for length, phrases, extra numbers, "
+                   "values copied from the task or tool calls around a wrong answer, nor less for using the tools")
     else:
         report.add("rewards.exploit", "pass", "no adversarial reply (padding, extra numbers, the answer beside a wrong "
-                   "one, tool calls, empty, the job's own strings) is paid more than a plain wrong answer")
+                   "one, values the task shows, tool calls, empty, the job's own strings) is paid more than a plain "
+                   "wrong answer, nor the correct reply without tools more than with them")
     n_items = sum(n for _, n in v.separated.values())
     low = [g for g, share in sep.items() if share < 0.75]
     if pooled < SEPARATION_PASS or low:

@@ -371,6 +371,134 @@ def _answer(answer: str) -> _Answer:
                    leakage.normalise(text))
 
 
+# --- a lookup learned from the tasks: what no class above names ----------------------------------
+LEARNED, ABOVE = 0.8, 0.4  # held-out accuracy at least this (a code, not a tendency), this far above shuffled
+_SLOT_TOKEN = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
+_EDGE = 8  # tokens of a line, and characters of a token, looked at from either end
+PEEK = 100  # tasks a pair is first tried on
+LOOKUP_TASKS = 200  # tasks the lookups learn and are tried on (a 62-symbol code per place is learned from 100)
+_ID = re.compile(r"([A-Za-z]{1,6})[-_]?\d{2,}")
+
+
+def _slots(r: _Reading) -> dict[tuple, str]:
+    """What a lookup could key on in one task's unread text: each line's wording (digits
+    masked; by its place from either end of the text), each token of a line (by the line's first
+    word and the token's place from either end), each character of those tokens (by its place
+    from either end), each integer token's value modulo 16; and the letters of the ids it reads."""
+    out: dict[tuple, str] = {}
+    lines = [p.text for p in r.pieces if p.text.strip()]
+    for k, line in enumerate(lines):
+        wording = " ".join(re.sub(r"\d+", "#", line.lower()).split())  # the blanked operands' spaces too
+        out[("line", k)] = out[("line", k - len(lines))] = wording
+        tokens = _SLOT_TOKEN.findall(line.lower())
+        if not tokens:
+            continue
+        head = tokens[0] if not tokens[0][0].isdigit() else "#"
+        for j in (*range(min(_EDGE, len(tokens))), *range(-min(_EDGE, len(tokens)), 0)):
+            token = tokens[j]
+            out[("token", head, j)] = token
+            if re.fullmatch(r"\d+", token):
+                out[("mod 16", head, j)] = str(int(token) % 16)
+            if len(token) >= 3:
+                for c in (*range(min(_EDGE, len(token))), *range(-min(_EDGE, len(token)), 0)):
+                    out[("character", head, j, c)] = token[c]
+    # Ids the solver reads (a ticket's, an incident's): their letters are a name, not a value the
+    # answer follows from, so they may carry no code either.
+    ids = [m.group(1).lower() for v in r.operands if (m := _ID.fullmatch(v))]
+    for k, letters in enumerate(ids[:4]):
+        out[("id letters", k)] = letters
+        for c in range(min(4, len(letters))):
+            out[("id letter", k, c)] = letters[c]
+    return out
+
+
+def _slot_rows(readings: list[_Reading]) -> list[dict[tuple, str]]:
+    """`_slots` of each task, and which of the job's frequent wordings it has (lines without
+    digits in a twentieth of the tasks or more, not all): a choice among sentences, wherever it
+    falls in the text, is a code too (one wording per last digit)."""
+    rows = [_slots(r) for r in readings]
+    frequent = Counter(w for row in rows for w in {v for k, v in row.items() if k[0] == "line" and "#" not in v})
+    common = {w for w, c in frequent.items() if len(rows) / 20 <= c < len(rows)}
+    for row in rows:
+        row[("wordings",)] = " | ".join(sorted({v for k, v in row.items() if k[0] == "line" and v in common}))
+    return rows
+
+
+def _targets(a: _Answer) -> dict[tuple, str]:
+    """What of an answer a lookup could predict: each character (lower-case) by its place from
+    either end; for an integer, its hexadecimal digits from the end and its value modulo 16."""
+    text = a.text.lower()
+    out = {("character", c): text[c] for c in (*range(min(_EDGE, len(text))), *range(-min(_EDGE, len(text)), 0))}
+    if a.value is not None:
+        hexa = format(abs(a.value), "x")
+        out.update({("hex digit", c): hexa[c] for c in range(-min(_EDGE, len(hexa)), 0)})
+        out[("mod 16",)] = str(a.value % 16)
+    return out
+
+
+def _lookup_accuracy(features: list, targets: list) -> float:
+    """A table learned on the even tasks predicts the odd ones' targets from their features, and
+    the other way round: the share predicted right, of the tasks with both."""
+    right = total = 0
+    for learn in (0, 1):
+        table: dict[str, Counter] = defaultdict(Counter)
+        for i in range(learn, len(features), 2):
+            if features[i] is not None and targets[i] is not None:
+                table[features[i]][targets[i]] += 1
+        best = {f: counts.most_common(1)[0][0] for f, counts in table.items()}
+        for i in range(1 - learn, len(features), 2):
+            if features[i] is not None and targets[i] is not None:
+                total += 1
+                right += best.get(features[i]) == targets[i]
+    return right / max(1, total)
+
+
+def _columns(rows: list[dict], keep) -> dict[tuple, list]:
+    """`rows` (one dict per task) as one column per key, None where a task lacks it; only the
+    columns `keep(values)` accepts, each distinct column once."""
+    keys = Counter(k for row in rows for k in row)
+    out, seen = {}, set()
+    for key, n in keys.items():
+        if n < MIN_TASKS:
+            continue
+        column = [row.get(key) for row in rows]
+        values = [v for v in column if v is not None]
+        sig = tuple(column)
+        if sig not in seen and keep(values):
+            seen.add(sig)
+            out[key] = column
+    return out
+
+
+def _learned(readings: list[_Reading], answers: list[_Answer], others: list[_Answer]):
+    """A lookup from one feature of the unread text to one part of the answer, learned on half the
+    tasks, that predicts the other half (LEARNED) far better than with the answers shuffled
+    (ABOVE): any per-place code (colour words for digits, a wording per last digit, a shifted or
+    XOR-ed character per position, initials in an id) without naming it. Yields (what, the
+    feature's key, the target's)."""
+    # A code repeats its values from task to task (names and ids do not), and takes more than one.
+    features = _columns(_slot_rows(readings), lambda vs: 2 <= len(set(vs)) <= len(vs) / 2)
+    # A part of the answer with few values, or one mostly the same (its sign, its first digit), is
+    # what the task's own words may well predict (a chain of subtractions ends negative).
+    targets = _columns([_targets(a) for a in answers],
+                       lambda vs: len(set(vs)) >= 4 and Counter(vs).most_common(1)[0][1] <= len(vs) / 2)
+    shuffled = [_targets(a) for a in others]
+    for key, feature in features.items():
+        for target, told in targets.items():
+            if sum(f is not None and t is not None for f, t in zip(feature, told)) < MIN_TASKS:
+                continue
+            if len(feature) > 4 * PEEK and _lookup_accuracy(feature[:PEEK], told[:PEEK]) < LEARNED - 0.3:
+                continue  # a first look at a few tasks: most pairs are nowhere near a code
+            acc = _lookup_accuracy(feature, told)
+            if acc < LEARNED:
+                continue
+            base = _lookup_accuracy(feature, [row.get(target) for row in shuffled])
+            if acc - base >= ABOVE:
+                yield (f"the answer's {' '.join(map(str, target))} predicted by a lookup of the unread text's "
+                       f"{' '.join(map(str, key))} (learned on half the tasks: {acc:.0%} right on the other half, "
+                       f"{base:.0%} with the answers shuffled)"), key, target
+
+
 # --- the classes of relation; each says whether one task's unread text holds one answer -----------
 def _fixed(r: _Reading, ans: _Answer) -> set[str]:
     """The fixed transforms of the answer in one task's unread text."""
@@ -675,3 +803,12 @@ def _classes(tasks: list, solved: list[dict], floor: bool = True):
     found.append(judge("the answer is a value of the task's world at a key the solver never asks for,", _in_world,
                        lambda a: True, where=""))
     yield from (f for f in found if f is not None)
+    # Last, what none of the classes names: learned as a lookup on LOOKUP_TASKS of them (spread over
+    # the job), counted as a hint in every task it reads.
+    picked = list(range(0, n, max(1, n // LOOKUP_TASKS)))[:LOOKUP_TASKS]
+    slots = None
+    for what, key, target in _learned([readings[i] for i in picked], [answers[i] for i in picked],
+                                      [others[i] for i in picked]):
+        slots = slots or _slot_rows(readings)
+        reads = [i for i in range(n) if key in slots[i] and target in _targets(answers[i])]
+        yield what + ",", reads, 0, len(reads)
