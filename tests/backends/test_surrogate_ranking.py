@@ -152,6 +152,8 @@ def test_the_surrogate_ranks_jobs_as_training_would(tmp_path, family):
     # separated from it).
     assert ref > pre and ref >= max(v for k, v in post.items() if k != "config-tuned reference"), shown
     assert post["half the answers wrong"] < ref and post["50 items"] < ref, shown
+    # Half the answers wrong gains nothing (mini, calc_chain: 0.522 +- 0.013 against pre 0.540, n = 8).
+    assert post["half the answers wrong"] <= pre + 0.01, shown
     # A learning rate 10x or 100x the reference's ends below the untrained model (mini: accuracy 0
     # in every seed, two setups).
     assert post["lr x10"] < pre and post["lr x100"] < pre, shown

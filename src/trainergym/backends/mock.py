@@ -190,12 +190,16 @@ def simulate(bundle: JobBundle, task: TaskSpec, seed: int, device: gpu.GPU) -> R
     if m.get("reward_exploits", 0) or m.get("leakage", True):
         signal = 0.0  # (such jobs do not validate; a bundle that skipped the probe earns nothing)
     verified = m.get("verified_share", 0.0)
+    # Each wrong answer pays the wrong behaviour as a right one pays the right one, so the data's
+    # pull towards the skill is its right share less its wrong share: nothing at half (real GRPO at
+    # the mini scale: half the answers wrong ended at 0.522 +- 0.013 against pre 0.540, n = 8).
+    pull = max(0.0, 2 * verified - 1)
     # what the eval asks, how it is solved, and which mistakes the data teaches to avoid
     covered = m.get("skill_coverage", 0.0) * m.get("shape_coverage", 0.0) * m.get("mistake_coverage", 0.0)
     coverage = (0.3 + 0.7 * covered) * min(1.0, m.get("distinct_verified_prompts", 0) / DISTINCT_SCALE) ** 0.5
     parity = m.get("tool_parity", 0.0)
     training, training_parts = training_factor(p, model, pre, steps_done)
-    gain = CAPACITY[model] * (1 - pre) * signal * verified * coverage * parity * reach * training
+    gain = CAPACITY[model] * (1 - pre) * signal * pull * coverage * parity * reach * training
     # A reward that pays for the wrong thing, data that is mostly wrong, or a learning rate far
     # too high makes things worse, in proportion to how far training got. The rate's harm starts
     # where its plateau ends (2x) and is whole at 3x the optimum: real GRPO at the mini scale
