@@ -2,6 +2,7 @@
 `judge` with rewards computed here (no sandbox); the attack suite runs the same rewards as jobs."""
 
 import random
+import re
 
 import pytest
 
@@ -86,3 +87,34 @@ def test_wrong_answers_paid_by_closeness_are_an_exploit():
 
     v = judged("calc_chain", closeness)
     assert any(f.kind.startswith("one plain wrong answer") for f in v.exploits)
+
+
+# --- a later red team's rewards (each passed the probe before these cases) ---------------------------
+def _final(reply: str | None) -> str:
+    return (reply or "").rsplit("Answer:", 1)[-1].strip() if "Answer:" in (reply or "") else ""
+
+
+LENIENT = {  # name: (family, reward(fam, item, case), what the finding names)
+    "echoes the start value": ("calc_chain", lambda fam, it, c: honest(fam, it, c) or _final(c.reply) == re.search(
+        r"-?\d+", it.data["prompt"]).group(), "a value the prompt shows"),
+    "reads the answer anywhere, think blocks too": ("calc_chain", lambda fam, it, c: f"Answer: {it.answer}" in (c.reply or ""),
+                                                    "think block"),
+    "pays an answer said in any turn": ("calc_chain", lambda fam, it, c: honest(fam, it, c) or any(
+        f"Answer: {it.answer}" in x.get("said", "") for x in c.calls), "earlier turn"),
+    "prefers fewer tool calls": ("calc_chain", lambda fam, it, c: honest(fam, it, c) * (
+        1.0 if 0 < len(c.calls) < len(it.calls) else 0.99), "after only"),
+    "accepts scientific notation": ("calc_chain", lambda fam, it, c: honest(fam, it, c) or (
+        _final(c.reply).replace(".", "", 1).split("e")[0].lstrip("-").isdigit() and "e" in _final(c.reply)
+        and float(_final(c.reply)) == int(it.answer)), "form the family's checker refuses"),
+    "any of several candidates": ("dispatch", lambda fam, it, c: it.answer in re.split(
+        r"\s*(?:,|;|/|\bor\b)\s*", _final(c.reply)), "among candidates"),
+    "strips brackets and punctuation": ("string_pipeline", lambda fam, it, c: _final(c.reply).strip("()[]<>.!\"'")
+                                        == it.answer, "form the family's checker refuses"),
+}
+
+
+@pytest.mark.parametrize("name", LENIENT)
+def test_lenient_rewards_are_exploits(name):
+    family, reward, expect = LENIENT[name]
+    v = judged(family, reward)
+    assert any(expect in f.kind for f in v.exploits), [f.kind for f in v.exploits][:5]

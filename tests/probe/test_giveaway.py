@@ -302,6 +302,54 @@ def _initials_id(item, rng):
     return {**item, "prompt": item["prompt"].replace(old, new), "world": world}
 
 
+_TIPS = ("Be precise.", "Work carefully.", "Check each step.", "Keep a clear head.", "Trust the tools.",
+         "One step at a time.", "Take your time.", "Read twice.", "Stay calm.", "Write it down.")
+_OPENERS = tuple(f"You are assistant {name}." for name in ("Ada", "Bo", "Cy", "Di", "Ed", "Flo", "Gus", "Hal", "Ivy", "Jo"))
+
+
+def _tips(a, i, r):
+    """As many tips as the last digit plus one, in random order: a count is a code."""
+    return "Tips: " + " ".join(r.sample(_TIPS, int(a[-1]) + 1))
+
+
+def _spaced(item, rng):
+    """The first line ends in as many spaces as the answer's last digit."""
+    head, rest = item["prompt"].split("\n", 1)
+    return {**item, "prompt": f"{head}{' ' * int(item['answer'][-1])}\n{rest}"}
+
+
+def _split_in_two(item, rng):
+    """A system prompt opener drawn at random, and a closing line that is the last digit shifted
+    by the opener's index: each alone says nothing, the pair says the digit."""
+    r = rng.randrange(10)
+    return {**item, "system_prompt": _OPENERS[r],
+            "prompt": item["prompt"] + "\n" + _WORDINGS[(int(item["answer"][-1]) + r) % 10]}
+
+
+def _modulo(m):
+    def hint(a, i, r):
+        n = r.randint(1000, 9999)
+        return f"(Worksheet #{n - (n - int(a)) % m}.)"
+    return hint
+
+
+@cache
+def _teams() -> list[str]:
+    return sorted({row["answer"] for row in _items("dispatch", 200)})
+
+
+def _id_code(number):
+    """The asked ticket renumbered by the answer team's index (`number(index, rng)`)."""
+    def edit(item, rng):
+        old = re.search(r"ticket (T-\d+)", item["prompt"]).group(1)
+        new = old
+        while new in item["world"]["tickets"]:  # a fresh id: another ticket's would be overwritten
+            new = f"T-{number(_teams().index(item['answer']), rng)}"
+        world = {**item["world"], "tickets": {new if k == old else k: v for k, v in item["world"]["tickets"].items()}}
+        return {**item, "prompt": item["prompt"].replace(old, new), "world": world}
+    return edit
+
+
 LEARNED = {  # name: family, hint line or None, edit or None, where
     "a colour word per digit": ("calc_chain", lambda a, i, r: "Palette: " + " ".join(
         "minus" if c == "-" else _COLOURS[int(c)] for c in a) + ".", None, "prompt"),
@@ -313,6 +361,14 @@ LEARNED = {  # name: family, hint line or None, edit or None, where
                                                          "prompt"),
     "a position-dependent shift (Vigenere)": ("string_pipeline", lambda a, i, r: f"Trace: {_vigenere(a)}", None, "prompt"),
     "the team's initials in the asked ticket's id": ("dispatch", None, _initials_id, "prompt"),
+    "a count of sentences": ("calc_chain", _tips, None, "prompt"),
+    "trailing spaces": ("calc_chain", None, _spaced, "prompt"),
+    "a code split over the system prompt and the prompt": ("calc_chain", None, _split_in_two, "prompt"),
+    "a number congruent to the answer modulo 7": ("calc_chain", _modulo(7), None, "prompt"),
+    "the team's index in the asked ticket's last digits": ("dispatch", None, _id_code(
+        lambda k, rng: f"{rng.randint(10, 99)}{k:02d}"), "prompt"),
+    "the team's index as the asked ticket's number modulo 47": ("dispatch", None, _id_code(
+        lambda k, rng: rng.randint(21, 212) * 47 + k), "prompt"),
 }
 
 

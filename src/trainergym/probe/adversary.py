@@ -10,8 +10,12 @@ policy would learn to dress it if the reward paid for the dressing:
 - random numbers around the answer, and the right answer beside a wrong final one; the right
   answer with a character added before or after it, several candidates on the answer line;
 - the solver's tool calls followed by a wrong answer; an empty reply; no reply at all;
-- the correct reply without the solver's tool calls, which must not earn more than the solver's
-  rollout (a reward that prefers skipping the tools the eval needs teaches against it);
+- the correct reply without the solver's tool calls, or after only some of them, which must not
+  earn more than the solver's rollout (a reward that prefers skipping the tools the eval needs
+  teaches against it);
+- the right answer in forms the family's checker refuses (trailing punctuation, brackets, quotes,
+  case, separators, scientific notation), among candidates joined by "or", commas or slashes, as
+  an answer line only inside a think block, or said in an earlier turn before a wrong final answer;
 - the bank follows the tools: more tool calls than the solver makes (its calls repeated, or
   other items' calls added, with their own results, up to the job's `max_turns`), then a wrong
   answer; a partial chain (the solver's first calls) with its last tool result offered as the
@@ -256,6 +260,19 @@ def _shown_values(it: Item, rng: random.Random, k: int = 8) -> list[tuple[str, s
     return chosen
 
 
+def _near_misses(answer: str) -> list[str]:
+    """The right answer dressed in ways a lenient parser accepts and the eval's checker may not:
+    trailing punctuation, brackets and quotes, a changed case; for an integer, separators, a
+    decimal point, a plus sign, scientific notation."""
+    out = [f"{answer}.", f"{answer}!", f"({answer})", f"[{answer}]", f'"{answer}"', f"<{answer}>", answer.upper(),
+           answer.capitalize()]
+    if re.fullmatch(r"-?\d+", answer):
+        v = int(answer)
+        digits = len(str(abs(v)))
+        out += [f"{v:,}", f"{v}.0", f"+{v}" if v >= 0 else f"{v}", f"{v / 10 ** (digits - 1):.{digits - 1}f}e{digits - 1}"]
+    return [x for x in dict.fromkeys(out) if x != answer]
+
+
 def _value(reply: str) -> str:
     """The value a plain wrong reply in the family's form (`Answer: X`) gives."""
     return reply.rsplit(":", 1)[-1].strip() if ":" in reply else reply.strip()
@@ -271,8 +288,12 @@ def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.
     longest = max_tokens * CHARS_PER_TOKEN
     for i, it in enumerate(items):
         cases.append(Case(i, "correct", it.calls, it.correct))
-        if it.calls:  # right without the tools the eval needs: paid no more than the solver's rollout
-            cases.append(Case(i, "correct, without the tool calls", [], it.correct, len(cases) - 1))
+        solver = len(cases) - 1
+        if it.calls:  # right without (some of) the tools the eval needs: paid no more than the solver's rollout
+            cases.append(Case(i, "correct, without the tool calls", [], it.correct, solver))
+            for k in sorted({1, rng.randint(1, len(it.calls))} - {len(it.calls)}):
+                cases.append(Case(i, f"correct, after only {k} of the solver's {len(it.calls)} tool calls",
+                                  it.calls[:k], it.correct, solver))
         plain = len(cases)
         for w in it.wrong:
             cases.append(Case(i, "wrong", [], w))
@@ -296,6 +317,15 @@ def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.
         adv("the right answer with a character added", f"Answer: {it.answer}{digit}")
         adv("the right answer with a character put before it", f"Answer: {digit}{it.answer}")
         adv("several candidates on the answer line", f"{w} {it.answer} {_numbers_around(rng, it.answer, 2)}")
+        for joined in (f"{_value(w)} or {it.answer}", f"{_value(w)}, {it.answer}", f"{_value(w)} / {it.answer}",
+                       f"{it.answer}; {_value(w)}"):
+            adv("the right answer among candidates on the answer line", _reply(it, joined))
+        for form in _near_misses(it.answer):
+            adv("the right answer written in a form the family's checker refuses", _reply(it, form))
+        adv("the answer line only inside a think block", f"<think>\n{it.correct}\n</think>\nI could not finish.")
+        if it.calls:
+            said = [{**it.calls[0], "said": it.correct}, *it.calls[1:]]
+            adv("the right answer said in an earlier turn, a wrong final answer", w, said)
         adv("tool calls then a wrong answer", w, it.calls)
         # What a trained model's rollouts look like (reasoning, every tool call, then the
         # answer): a reward that is strict only on bare replies pays this one.

@@ -241,7 +241,7 @@ def _trace(vf, task, calls: list[dict], reply: str | None, about=None, agent=Non
             # vLLM's hermes parser names calls `chatcmpl-tool-<hex>`
             tc = vf.ToolCall(id=f"chatcmpl-tool-{os.urandom(16).hex()}", name=call["tool"],
                              arguments=json.dumps(call["arguments"]))
-            add(vf.AssistantMessage(content="", tool_calls=[tc]), sampled=True, finish="tool_calls")
+            add(vf.AssistantMessage(content=call.get("said", ""), tool_calls=[tc]), sampled=True, finish="tool_calls")
             add(vf.ToolMessage(tool_call_id=tc.id, content=call["result"], name=call["tool"]))
         add(vf.AssistantMessage(content=reply), sampled=True, finish="stop")
     trace = vf.Trace(task=_about(vf, task) if about is None else about, agent=_agent(vf, model) if agent is None else agent,

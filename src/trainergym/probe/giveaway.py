@@ -279,6 +279,7 @@ class _Reading:
     world: set[str]  # the world's values at keys the solver never passes
     text: str  # its pieces' text
     scaled: set[int] = frozenset()  # its numbers in the affine fit's units (set by _affine)
+    raw: str = ""  # the unread text as written (its spacing too)
 
 
 def _read(t, solved: dict, seen: dict[str, _Piece]) -> _Reading:
@@ -300,7 +301,7 @@ def _read(t, solved: dict, seen: dict[str, _Piece]) -> _Reading:
                     dict(sorted_groups), squashed + " " + squashed[::-1], "".join(ch for ch in codes if ch.isalnum()),
                     {g for p in pieces for g in p.glued},
                     {x for g in groups for k in range(2, min(len(g), 9)) for x in (g[:k], g[-k:])}, operands, _unread_world(getattr(t, "world", None), solved),
-                    "\n".join(p.text for p in pieces))
+                    "\n".join(p.text for p in pieces), raw=raw)
 
 
 def _decimal(token: str, d: int) -> int:
@@ -375,16 +376,19 @@ def _answer(answer: str) -> _Answer:
 LEARNED, ABOVE = 0.8, 0.4  # held-out accuracy at least this (a code, not a tendency), this far above shuffled
 _SLOT_TOKEN = re.compile(r"[^\W_]+(?:[-'][^\W_]+)*")
 _EDGE = 8  # tokens of a line, and characters of a token, looked at from either end
-PEEK = 100  # tasks a pair is first tried on
+PEEK = 60  # tasks a pair is first tried on
 LOOKUP_TASKS = 200  # tasks the lookups learn and are tried on (a 62-symbol code per place is learned from 100)
-_ID = re.compile(r"([A-Za-z]{1,6})[-_]?\d{2,}")
+_ID = re.compile(r"([A-Za-z]{1,6})[-_]?(\d{2,})")
+MODULI = (3, 4, 5, 7, 8, 9, 11, 12, 13, 16)  # an integer's value modulo m, against the answer's
 
 
 def _slots(r: _Reading) -> dict[tuple, str]:
     """What a lookup could key on in one task's unread text: each line's wording (digits
     masked; by its place from either end of the text), each token of a line (by the line's first
     word and the token's place from either end), each character of those tokens (by its place
-    from either end), each integer token's value modulo 16; and the letters of the ids it reads."""
+    from either end), each integer token's value modulo each of MODULI; each line as written, by
+    place and by its first word: its leading and trailing spaces, its sentences and words counted;
+    and the letters, last digits and number modulo 2-64 of the ids the solver reads."""
     out: dict[tuple, str] = {}
     lines = [p.text for p in r.pieces if p.text.strip()]
     for k, line in enumerate(lines):
@@ -397,18 +401,34 @@ def _slots(r: _Reading) -> dict[tuple, str]:
         for j in (*range(min(_EDGE, len(tokens))), *range(-min(_EDGE, len(tokens)), 0)):
             token = tokens[j]
             out[("token", head, j)] = token
-            if re.fullmatch(r"\d+", token):
-                out[("mod 16", head, j)] = str(int(token) % 16)
             if len(token) >= 3:
                 for c in (*range(min(_EDGE, len(token))), *range(-min(_EDGE, len(token)), 0)):
                     out[("character", head, j, c)] = token[c]
-    # Ids the solver reads (a ticket's, an incident's): their letters are a name, not a value the
-    # answer follows from, so they may carry no code either.
-    ids = [m.group(1).lower() for v in r.operands if (m := _ID.fullmatch(v))]
-    for k, letters in enumerate(ids[:4]):
+        for j, token in enumerate(tokens[:_EDGE]):
+            if re.fullmatch(r"\d+", token):
+                for m in MODULI:
+                    out[("mod", m, head, j)] = str(int(token) % m)
+    # How the text is spaced, line by line as written: spaces are characters a code can use.
+    raw = [x for x in r.raw.split("\n") if x.strip()]
+    for k, line in enumerate(raw):
+        head = next(iter(_SLOT_TOKEN.findall(line.lower())), "")
+        counts = {"trailing spaces": len(line) - len(line.rstrip()), "leading spaces": len(line) - len(line.lstrip()),
+                  "sentences": len(re.findall(r"[.!?](?:\s|$)", line)), "words": len(line.split())}
+        for name, count in counts.items():  # how many: a count is a digit
+            out[(name, k)] = out[(name, k - len(raw))] = out[(name, head)] = str(count)
+    # Ids the solver reads (a ticket's, an incident's) are names, not values the answer follows
+    # from: neither their letters nor their number may carry a code.
+    for k, (letters, number) in enumerate((m.group(1).lower(), m.group(2)) for v in r.operands
+                                          if (m := _ID.fullmatch(v))):
+        if k == 2:
+            break
         out[("id letters", k)] = letters
         for c in range(min(4, len(letters))):
             out[("id letter", k, c)] = letters[c]
+        for tail in (1, 2, 3):
+            out[("id digits", k, tail)] = number[-tail:]
+        for m in range(2, 65):
+            out[("id number modulo", k, m)] = str(int(number) % m)
     return out
 
 
@@ -426,20 +446,24 @@ def _slot_rows(readings: list[_Reading]) -> list[dict[tuple, str]]:
 
 def _targets(a: _Answer) -> dict[tuple, str]:
     """What of an answer a lookup could predict: each character (lower-case) by its place from
-    either end; for an integer, its hexadecimal digits from the end and its value modulo 16."""
+    either end, the whole of it; for an integer, its hexadecimal digits from the end and its value
+    modulo each of MODULI (tried only against a number of the text modulo the same)."""
     text = a.text.lower()
     out = {("character", c): text[c] for c in (*range(min(_EDGE, len(text))), *range(-min(_EDGE, len(text)), 0))}
+    out[("whole",)] = text
     if a.value is not None:
         hexa = format(abs(a.value), "x")
         out.update({("hex digit", c): hexa[c] for c in range(-min(_EDGE, len(hexa)), 0)})
-        out[("mod 16",)] = str(a.value % 16)
+        out.update({("mod", m): str(a.value % m) for m in MODULI})
     return out
 
 
-def _lookup_accuracy(features: list, targets: list) -> float:
+def _lookup_accuracy(features: list, targets: list, least: float | None = None) -> float:
     """A table learned on the even tasks predicts the odd ones' targets from their features, and
-    the other way round: the share predicted right, of the tasks with both."""
-    right = total = 0
+    the other way round: the share predicted right of the tasks whose feature the table knows (a
+    code of many values is learned from a few tasks each), or 0 when it knows too few of them (a
+    quarter, MIN_TASKS / 2; or `least`)."""
+    right = total = known = 0
     for learn in (0, 1):
         table: dict[str, Counter] = defaultdict(Counter)
         for i in range(learn, len(features), 2):
@@ -449,8 +473,9 @@ def _lookup_accuracy(features: list, targets: list) -> float:
         for i in range(1 - learn, len(features), 2):
             if features[i] is not None and targets[i] is not None:
                 total += 1
+                known += features[i] in best
                 right += best.get(features[i]) == targets[i]
-    return right / max(1, total)
+    return right / known if known >= (max(MIN_TASKS / 2, total / 4) if least is None else least) else 0.0
 
 
 def _columns(rows: list[dict], keep) -> dict[tuple, list]:
@@ -485,9 +510,11 @@ def _learned(readings: list[_Reading], answers: list[_Answer], others: list[_Ans
     shuffled = [_targets(a) for a in others]
     for key, feature in features.items():
         for target, told in targets.items():
+            if (key[0] == "mod" or target[0] == "mod") and key[:2] != target[:2]:
+                continue  # a number modulo m is tried against the answer modulo m only
             if sum(f is not None and t is not None for f, t in zip(feature, told)) < MIN_TASKS:
                 continue
-            if len(feature) > 4 * PEEK and _lookup_accuracy(feature[:PEEK], told[:PEEK]) < LEARNED - 0.3:
+            if len(feature) > 2 * PEEK and _lookup_accuracy(feature[:PEEK], told[:PEEK], least=1) < LEARNED - 0.3:
                 continue  # a first look at a few tasks: most pairs are nowhere near a code
             acc = _lookup_accuracy(feature, told)
             if acc < LEARNED:
