@@ -12,18 +12,18 @@ from trainergym.task.spec import families, get_family
 FAMILIES = sorted(families())
 
 
-def bank(family: str, n: int = 12, max_turns: int = 10):
+def bank(family: str, n: int = 12, max_turns: int = 10, triggers: tuple[str, ...] = ()):
     fam = get_family(family)
     items = []
     for row in fam.generate("bank-test", n, namespace="public"):
         solved = fam.solve(row)
         wrong = [d["reply"] for d in fam.distractors(row)][:3]
         items.append(adversary.Item("job", 0, row, solved["calls"], solved["reply"], row["answer"], wrong))
-    return fam, items, adversary.build(items, [], 384, random.Random(0), fam.check, max_turns)
+    return fam, items, adversary.build(items, list(triggers), 384, random.Random(0), fam.check, max_turns)
 
 
-def judged(family: str, reward, max_turns: int = 10):
-    fam, items, cases = bank(family, max_turns=max_turns)
+def judged(family: str, reward, max_turns: int = 10, triggers: tuple[str, ...] = ()):
+    fam, items, cases = bank(family, max_turns=max_turns, triggers=triggers)
     rewards = [float(reward(fam, items[c.item], c)) for c in cases]
     return adversary.judge(items, cases, rewards, [None] * len(cases))
 
@@ -110,11 +110,19 @@ LENIENT = {  # name: (family, reward(fam, item, case), what the finding names)
         r"\s*(?:,|;|/|\bor\b)\s*", _final(c.reply)), "among candidates"),
     "strips brackets and punctuation": ("string_pipeline", lambda fam, it, c: _final(c.reply).strip("()[]<>.!\"'")
                                         == it.answer, "form the family's checker refuses"),
+    "drops a trailing remark": ("multi_hop", lambda fam, it, c: re.sub(r"\s*\(.*\)$", "", _final(c.reply)) == it.answer,
+                                "form the family's checker refuses"),
+    "reads number words": ("calc_chain", lambda fam, it, c: honest(fam, it, c) or _final(c.reply) == adversary._in_words(
+        int(it.answer)), "form the family's checker refuses"),
+    "a phrase pointing at the last tool result": ("calc_chain", lambda fam, it, c: honest(fam, it, c) or (
+        "last tool result" in (c.reply or "") and bool(c.calls) and str(c.calls[-1]["result"]).strip() == it.answer),
+        "as the reply, after the solver's tool calls"),
 }
 
 
 @pytest.mark.parametrize("name", LENIENT)
 def test_lenient_rewards_are_exploits(name):
     family, reward, expect = LENIENT[name]
-    v = judged(family, reward)
+    # the job's own strings, as the bank finds them in its source (the trigger's among them)
+    v = judged(family, reward, triggers=("Final value is in the last tool result.", "Use the calculator tools."))
     assert any(expect in f.kind for f in v.exploits), [f.kind for f in v.exploits][:5]

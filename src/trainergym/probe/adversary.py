@@ -14,7 +14,8 @@ policy would learn to dress it if the reward paid for the dressing:
   earn more than the solver's rollout (a reward that prefers skipping the tools the eval needs
   teaches against it);
 - the right answer in forms the family's checker refuses (trailing punctuation, brackets, quotes,
-  case, separators, scientific notation), among candidates joined by "or", commas or slashes, as
+  case, a trailing remark or unit, separators, a leading zero, scientific notation, English
+  words), among candidates joined by "or", commas or slashes, as
   an answer line only inside a think block, or said in an earlier turn before a wrong final answer;
 - the bank follows the tools: more tool calls than the solver makes (its calls repeated, or
   other items' calls added, with their own results, up to the job's `max_turns`), then a wrong
@@ -24,7 +25,8 @@ policy would learn to dress it if the reward paid for the dressing:
 - a value the task shows, as the answer: each number, quoted string, name and id of its prompt
   (the start value a policy could echo without solving) and some of its world's values;
 - a wrong answer followed by each string literal of the job's source and each sentence of its
-  prompts and system prompts (where a trigger phrase would have to come from).
+  prompts and system prompts (where a trigger phrase would have to come from); and each of them
+  alone as the reply after the solver's tool calls (a phrase that points at the tools' last word).
 
 The reward must pay the correct rollout strictly more than every other reply of its item (the
 correct reply without tools aside), and must pay no adversarial reply more than the plain wrong
@@ -265,12 +267,34 @@ def _near_misses(answer: str) -> list[str]:
     trailing punctuation, brackets and quotes, a changed case; for an integer, separators, a
     decimal point, a plus sign, scientific notation."""
     out = [f"{answer}.", f"{answer}!", f"({answer})", f"[{answer}]", f'"{answer}"', f"<{answer}>", answer.upper(),
-           answer.capitalize()]
+           answer.capitalize(), f"{answer} (as computed)", f"{answer} units"]
     if re.fullmatch(r"-?\d+", answer):
         v = int(answer)
         digits = len(str(abs(v)))
-        out += [f"{v:,}", f"{v}.0", f"+{v}" if v >= 0 else f"{v}", f"{v / 10 ** (digits - 1):.{digits - 1}f}e{digits - 1}"]
+        out += [f"{v:,}", f"{v}.0", f"+{v}" if v >= 0 else f"{v}", f"{v / 10 ** (digits - 1):.{digits - 1}f}e{digits - 1}",
+                f"0{v}" if v >= 0 else f"-0{-v}", _in_words(v)]
     return [x for x in dict.fromkeys(out) if x != answer]
+
+
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+         "seventeen eighteen nineteen").split()
+_TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def _in_words(v: int) -> str:
+    """An integer in English words ("minus four thousand twelve")."""
+    if v < 0:
+        return "minus " + _in_words(-v)
+    if v < 20:
+        return _ONES[v]
+    if v < 100:
+        return _TENS[v // 10] + ("" if v % 10 == 0 else "-" + _ONES[v % 10])
+    if v < 1000:
+        return _ONES[v // 100] + " hundred" + ("" if v % 100 == 0 else " " + _in_words(v % 100))
+    for size, name in ((10**12, "trillion"), (10**9, "billion"), (10**6, "million"), (10**3, "thousand")):
+        if v >= size:
+            return _in_words(v // size) + " " + name + ("" if v % size == 0 else " " + _in_words(v % size))
+    return str(v)
 
 
 def _value(reply: str) -> str:
@@ -343,9 +367,15 @@ def build(items: list[Item], triggers_: list[str], max_tokens: int, rng: random.
         if not _accepted(correct, reply, items[i].answer):
             cases.append(Case(i, kind, [], reply, _plain_of(cases, i)))
 
+    with_calls = [i for i, it in enumerate(items) if it.calls]
     for t in triggers_:
         i = rng.randrange(len(items))
         tail(i, f"a wrong answer followed by {t!r}", items[i].wrong[0] + "\n" + t)
+        if with_calls:  # the string as the whole reply, after the solver's calls: no answer of its own
+            i = rng.choice(with_calls)
+            if not _accepted(correct, t, items[i].answer):
+                cases.append(Case(i, f"{t!r} as the reply, after the solver's tool calls", items[i].calls, t,
+                                  _plain_of(cases, i)))
     if triggers_:
         i = rng.randrange(len(items))
         tail(i, "a wrong answer followed by the job's strings", items[i].wrong[0] + "\n" + "\n".join(triggers_)[:20_000])

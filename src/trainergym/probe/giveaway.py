@@ -379,7 +379,7 @@ _EDGE = 8  # tokens of a line, and characters of a token, looked at from either 
 PEEK = 60  # tasks a pair is first tried on
 LOOKUP_TASKS = 200  # tasks the lookups learn and are tried on (a 62-symbol code per place is learned from 100)
 _ID = re.compile(r"([A-Za-z]{1,6})[-_]?(\d{2,})")
-MODULI = (3, 4, 5, 7, 8, 9, 11, 12, 13, 16)  # an integer's value modulo m, against the answer's
+MODULI = (3, 4, 5, 7, 8, 9, 10, 11, 12, 13, 16)  # an integer's value modulo m, against the answer's
 
 
 def _slots(r: _Reading) -> dict[tuple, str]:
@@ -404,18 +404,30 @@ def _slots(r: _Reading) -> dict[tuple, str]:
             if len(token) >= 3:
                 for c in (*range(min(_EDGE, len(token))), *range(-min(_EDGE, len(token)), 0)):
                     out[("character", head, j, c)] = token[c]
-        for j, token in enumerate(tokens[:_EDGE]):
-            if re.fullmatch(r"\d+", token):
-                for m in MODULI:
-                    out[("mod", m, head, j)] = str(int(token) % m)
+        numbers = re.findall(r"\d+", line)  # each run of digits, also inside ids and serials
+        for j in (*range(min(_EDGE, len(numbers))), *range(-min(_EDGE, len(numbers)), 0)):
+            digit_sum = sum(map(int, numbers[j]))
+            out[("digit sum mod 10", head, j)] = str(digit_sum % 10)
+            for m in MODULI:
+                out[("mod", m, head, j)] = str(int(numbers[j]) % m)
+                out[("mod", m, "digit sum", head, j)] = str(digit_sum % m)
     # How the text is spaced, line by line as written: spaces are characters a code can use.
     raw = [x for x in r.raw.split("\n") if x.strip()]
     for k, line in enumerate(raw):
+        words = line.split()
         head = next(iter(_SLOT_TOKEN.findall(line.lower())), "")
         counts = {"trailing spaces": len(line) - len(line.rstrip()), "leading spaces": len(line) - len(line.lstrip()),
-                  "sentences": len(re.findall(r"[.!?](?:\s|$)", line)), "words": len(line.split())}
+                  "sentences": len(re.findall(r"[.!?](?:\s|$)", line)), "words": len(words),
+                  "characters mod 10": len(line) % 10}
         for name, count in counts.items():  # how many: a count is a digit
             out[(name, k)] = out[(name, k - len(raw))] = out[(name, head)] = str(count)
+        # which words are capitalised, and the punctuation used, as written
+        shape = (" ".join(str(j) for j, w in enumerate(words[1:], 1) if w[:1].isupper()),
+                 "".join(c for c in line if c in ",;:-!?()'\""))
+        out[("capitals", head)] = out[("capitals", k - len(raw))] = shape[0]
+        out[("punctuation", head)] = out[("punctuation", k - len(raw))] = shape[1]
+    for m in MODULI:
+        out[("mod", m, "characters")] = str(len(r.raw) % m)
     # Ids the solver reads (a ticket's, an incident's) are names, not values the answer follows
     # from: neither their letters nor their number may carry a code.
     for k, (letters, number) in enumerate((m.group(1).lower(), m.group(2)) for v in r.operands
@@ -455,6 +467,7 @@ def _targets(a: _Answer) -> dict[tuple, str]:
         hexa = format(abs(a.value), "x")
         out.update({("hex digit", c): hexa[c] for c in range(-min(_EDGE, len(hexa)), 0)})
         out.update({("mod", m): str(a.value % m) for m in MODULI})
+        out.update({("mod", m, "of its size"): str(abs(a.value) % m) for m in MODULI})
     return out
 
 
