@@ -37,6 +37,7 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import json
 import math
 import random
 import re
@@ -845,7 +846,14 @@ def _classes(tasks: list, solved: list[dict], floor: bool = True):
     yield from (f for f in found if f is not None)
     # Last, what none of the classes names: learned as a lookup on LOOKUP_TASKS of them (spread over
     # the job), counted as a hint in every task it reads.
-    picked = list(range(0, n, max(1, n // LOOKUP_TASKS)))[:LOOKUP_TASKS]
+    # Over distinct tasks by the family's reading: a job that repeats a few tasks makes whatever
+    # tells them apart (a line's length, its spacing) predict their answers without any code.
+    first: dict[str, int] = {}
+    for i, sv in enumerate(solved):
+        calls = [(c["tool"], c["arguments"]) for c in sv["calls"]] if sv["calls"] else tasks[i].prompt
+        first.setdefault(json.dumps([calls, tasks[i].answer], sort_keys=True, default=str), i)
+    distinct = list(first.values())
+    picked = distinct[::max(1, len(distinct) // LOOKUP_TASKS)][:LOOKUP_TASKS]
     slots = None
     for what, key, target in _learned([readings[i] for i in picked], [answers[i] for i in picked],
                                       [others[i] for i in picked]):
