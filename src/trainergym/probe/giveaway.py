@@ -20,6 +20,11 @@ percent-encoding, forwards and backwards, and in two more views of each token th
 with other characters: its digits alone ("p5k1k2k3" is 5123) and its letters alone. Spans of a
 substitution may start or end inside a token (a glued prefix or suffix).
 
+What none of these names is learned: a lookup table from one feature of the unread text (a
+line's wording, a token or character by place, counts, spacing, capitals, punctuation, digit
+sums, an id's letters and number) to one part of the answer, learned on half the job's distinct
+tasks and counted when it predicts the other half (`_learned`).
+
 Two places besides the free text can hand the answer out: an operand the solver reads from the
 prompt (a no-op step "add A, subtract A" where A is the answer), and a value of the task's world
 at a key the solver never asks for (an "audit" account holding the balance asked about).
@@ -387,9 +392,11 @@ def _slots(r: _Reading) -> dict[tuple, str]:
     """What a lookup could key on in one task's unread text: each line's wording (digits
     masked; by its place from either end of the text), each token of a line (by the line's first
     word and the token's place from either end), each character of those tokens (by its place
-    from either end), each integer token's value modulo each of MODULI; each line as written, by
-    place and by its first word: its leading and trailing spaces, its sentences and words counted;
-    and the letters, last digits and number modulo 2-64 of the ids the solver reads."""
+    from either end), each run of digits (by place) with its value and digit sum modulo each of
+    MODULI; each line as written, by place and by its first word: its leading and trailing spaces,
+    its sentences, words and characters counted, which words are capitalised, its punctuation; the
+    text's length modulo each of MODULI; and the letters, last digits and number modulo 2-64 of the
+    ids the solver reads."""
     out: dict[tuple, str] = {}
     lines = [p.text for p in r.pieces if p.text.strip()]
     for k, line in enumerate(lines):
