@@ -106,13 +106,12 @@ class _Root:
     path shown (read-only, or writable) at its own place, the directories leading to it made 0755
     (bubblewrap would make them 0700, closed to the trainer's uid), the host's links kept as links."""
 
-    SCRATCH = (Path("/tmp"), Path("/var/tmp"))
-
     def __init__(self):
         self.args = ["--perms", "0755", "--dir", "/var"]
-        for path in self.SCRATCH:
+        disk = [p for p in SCRATCH if p.parent != Path("/dev")]  # /dev/shm comes with the trainer's own /dev
+        for path in disk:
             self.args += ["--perms", "1777", "--tmpfs", str(path)]
-        self.made: set[Path] = {Path("/"), Path("/var"), *self.SCRATCH}
+        self.made: set[Path] = {Path("/"), Path("/var"), *disk}
         self.binds: list[Path] = []
 
     def show(self, path: Path | str, writable: bool = False) -> None:

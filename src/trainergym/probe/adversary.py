@@ -264,15 +264,15 @@ def _shown_values(it: Item, rng: random.Random, k: int = 8) -> list[tuple[str, s
 
 def _near_misses(answer: str) -> list[str]:
     """The right answer dressed in ways a lenient parser accepts and the eval's checker may not:
-    trailing punctuation, brackets and quotes, a changed case; for an integer, separators, a
-    decimal point, a plus sign, scientific notation."""
+    trailing punctuation, brackets and quotes, a changed case, a trailing remark or unit; for an
+    integer, separators, a decimal point, a plus sign, scientific notation, a leading zero, words."""
     out = [f"{answer}.", f"{answer}!", f"({answer})", f"[{answer}]", f'"{answer}"', f"<{answer}>", answer.upper(),
            answer.capitalize(), f"{answer} (as computed)", f"{answer} units"]
     if re.fullmatch(r"-?\d+", answer):
         v = int(answer)
         digits = len(str(abs(v)))
-        out += [f"{v:,}", f"{v}.0", f"+{v}" if v >= 0 else f"{v}", f"{v / 10 ** (digits - 1):.{digits - 1}f}e{digits - 1}",
-                f"0{v}" if v >= 0 else f"-0{-v}", _in_words(v)]
+        out += [f"{v:,}", f"{v}.0", f"{v / 10 ** (digits - 1):.{digits - 1}f}e{digits - 1}", f"{'-' if v < 0 else '+'}{abs(v)}",
+                f"{'-' if v < 0 else ''}0{abs(v)}", _in_words(v)]
     return [x for x in dict.fromkeys(out) if x != answer]
 
 
